@@ -1,0 +1,144 @@
+#pragma once
+// The C++ DSL for field programs (user guide: docs/language.md).
+//
+// Field operators are plain C++ functions from Expr to Expr; calling one from another is a C++
+// call, and every Expr is typed (dims + dtype) and checked as it is built, so mistakes surface
+// at construction with a DimensionError / DTypeError. A ProgramBuilder declares parameters and
+// the ordered operator calls writing `out` fields over explicit domains.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fieldflow/ir.h"
+
+namespace fieldflow {
+
+struct CartesianOffset { Dimension dim; std::int64_t offset; };
+struct DynamicOffset;
+
+CartesianOffset operator+(const Dimension& d, std::int64_t k);
+CartesianOffset operator-(const Dimension& d, std::int64_t k);
+
+class Expr {
+ public:
+  Expr(ir::ExprPtr node) : node_(std::move(node)) {}
+  // Literals are weakly typed: 2.0 * f keeps f's float32, 2 * f works for any numeric f.
+  Expr(double v);
+  Expr(int v);
+  Expr(bool v);
+  // Typed literals: exactly this dtype.
+  static Expr literal(Scalar v);
+
+  Expr operator()(const CartesianOffset& o) const;  // f(I+1), f(K-1)
+  Expr operator()(const DynamicOffset& o) const;    // f(K + offset_field)
+  Expr operator()(const NeighborOffset& o) const;   // f(E2V[0])
+  Expr operator()(const Connectivity& c) const;     // f(E2V): local field over E2V's neighbours
+  Expr operator[](int i) const;                     // tuple element
+
+  const ir::Type& type() const { return node_->type; }
+  const ir::ExprPtr& node() const { return node_; }
+
+ private:
+  ir::ExprPtr node_;
+};
+
+struct DynamicOffset { Dimension dim; Expr offset; };
+DynamicOffset operator+(const Dimension& d, const Expr& offset);
+
+Expr operator-(const Expr& a);
+Expr operator!(const Expr& a);
+Expr operator~(const Expr& a);
+Expr operator+(const Expr& a, const Expr& b);
+Expr operator-(const Expr& a, const Expr& b);
+Expr operator*(const Expr& a, const Expr& b);
+Expr operator/(const Expr& a, const Expr& b);
+Expr operator<(const Expr& a, const Expr& b);
+Expr operator<=(const Expr& a, const Expr& b);
+Expr operator>(const Expr& a, const Expr& b);
+Expr operator>=(const Expr& a, const Expr& b);
+Expr operator==(const Expr& a, const Expr& b);
+Expr operator!=(const Expr& a, const Expr& b);
+Expr operator&(const Expr& a, const Expr& b);
+Expr operator|(const Expr& a, const Expr& b);
+
+// Math builtins.
+Expr abs(const Expr& x);
+Expr sqrt(const Expr& x);
+Expr exp(const Expr& x);
+Expr log(const Expr& x);
+Expr sin(const Expr& x);
+Expr cos(const Expr& x);
+Expr tan(const Expr& x);
+Expr arcsin(const Expr& x);
+Expr arccos(const Expr& x);
+Expr arctan(const Expr& x);
+Expr sinh(const Expr& x);
+Expr cosh(const Expr& x);
+Expr tanh(const Expr& x);
+Expr floor(const Expr& x);
+Expr ceil(const Expr& x);
+Expr trunc(const Expr& x);
+Expr isnan(const Expr& x);
+Expr isinf(const Expr& x);
+Expr isfinite(const Expr& x);
+Expr minimum(const Expr& a, const Expr& b);
+Expr maximum(const Expr& a, const Expr& b);
+Expr fmod(const Expr& a, const Expr& b);
+Expr power(const Expr& a, const Expr& b);
+
+Expr where(const Expr& cond, const Expr& a, const Expr& b);
+Expr broadcast(const Expr& x, std::vector<Dimension> dims);
+Expr astype(const Expr& x, DType dtype);
+Expr index(const Dimension& d);  // the current index along d (int32)
+Expr make_tuple(std::vector<Expr> elements);
+
+// Neighbour reductions over a connectivity's local dimension; missing neighbours (-1) are skipped.
+// An element with no neighbour at all gets 0 (sum), the lowest (max) or highest (min) value.
+Expr neighbor_sum(const Expr& x, const Connectivity& over);
+Expr max_over(const Expr& x, const Connectivity& over);
+Expr min_over(const Expr& x, const Connectivity& over);
+// Naming a non-local dimension as the reduction axis is a DimensionError.
+Expr neighbor_sum(const Expr& x, const Dimension& axis);
+
+// concat_where on an index condition of one dimension: K == 0, K < n, K >= nk - 1, ...
+struct IndexCondition { Dimension dim; ir::CompareOp cmp; Expr bound; };
+IndexCondition operator==(const Dimension& d, const Expr& bound);
+IndexCondition operator!=(const Dimension& d, const Expr& bound);
+IndexCondition operator<(const Dimension& d, const Expr& bound);
+IndexCondition operator<=(const Dimension& d, const Expr& bound);
+IndexCondition operator>(const Dimension& d, const Expr& bound);
+IndexCondition operator>=(const Dimension& d, const Expr& bound);
+Expr concat_where(const IndexCondition& cond, const Expr& a, const Expr& b);
+
+// Scan operator: sweeps the vertical dimension of its inputs, forward (increasing index) or
+// backward, starting from `init` (one value per carry component). `body(carry, inputs)` computes
+// the new carry at one level from the previous one (carry[i] for tuple carries) and the inputs'
+// values at that level. The result (the carry at every level) has the carry's dtype(s).
+enum class ScanDirection { forward, backward };
+using ScanBody = std::function<Expr(const Expr& carry, const std::vector<Expr>& inputs)>;
+Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init,
+          const ScanBody& body, std::vector<Expr> inputs);
+
+// Labels a value (transients are named after labels); materialize() also asks the compiler
+// to store it as a transient instead of recomputing it where it is read.
+Expr named(const std::string& label, const Expr& x);
+Expr materialize(const std::string& label, const Expr& x);
+
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(std::string name);
+  Expr field(const std::string& name, std::vector<Dimension> dims, DType dtype);
+  Expr scalar(const std::string& name, DType dtype);
+  // Connectivities used by expressions become parameters automatically (named like the
+  // connectivity); declaring one explicitly is only needed for a program that reads none.
+  void connectivity(const Connectivity& c);
+  // Domain bounds are integer constants or affine expressions of int scalar parameters.
+  struct Bound { Dimension dim; Expr lo, hi; };
+  void call(const std::string& op, const Expr& value, std::vector<Expr> outputs, std::vector<Bound> domain);
+  ir::Program build() const;  // verifies; throws on any inconsistency
+
+ private:
+  ir::Program program_;
+};
+
+}  // namespace fieldflow

@@ -1,0 +1,495 @@
+// Building typed IR expressions from the DSL. Every rule of the type system lives here: operand
+// dtypes must agree (weak literals adapt), dims broadcast only when one set contains the other,
+// shifts need the dimension they shift along, reductions need a local dimension.
+#include <fmt/format.h>
+
+#include "fieldflow/dsl.h"
+#include "fieldflow/errors.h"
+
+namespace fieldflow {
+
+using ir::ExprKind;
+using ir::ExprPtr;
+using ir::Type;
+
+namespace {
+
+std::string dims_str(const std::vector<Dimension>& d) { return Type{DType::float64, d, {}}.to_string().substr(7); }
+
+std::shared_ptr<ir::Expr> make_node(ExprKind kind, Type type, std::vector<ExprPtr> args = {}) {
+  auto e = std::make_shared<ir::Expr>();
+  e->kind = kind;
+  e->type = std::move(type);
+  e->args = std::move(args);
+  return e;
+}
+
+bool subset(const std::vector<Dimension>& a, const std::vector<Dimension>& b) {
+  for (const auto& d : a)
+    if (std::find(b.begin(), b.end(), d) == b.end()) return false;
+  return true;
+}
+
+// Dims of a pointwise combination: one operand's dims must contain the other's (broadcast).
+std::vector<Dimension> unify_dims(const std::vector<Dimension>& a, const std::vector<Dimension>& b,
+                                  std::string_view what) {
+  if (subset(a, b)) return b;
+  if (subset(b, a)) return a;
+  throw DimensionError(fmt::format("dimension mismatch in {}: operands over [{}] and [{}]; expected one set to "
+                                   "contain the other (use broadcast to combine them)",
+                                   what, dims_str(a), dims_str(b)));
+}
+
+void require_field(const Expr& x, std::string_view what) {
+  if (x.type().is_tuple())
+    throw DTypeError(fmt::format("{}: expected a field, given a tuple {}", what, x.type().to_string()));
+}
+
+bool is_weak(const Expr& x) { return x.node()->kind == ExprKind::literal && x.node()->weak; }
+
+Expr retype_literal(const Expr& lit, DType to, std::string_view what) {
+  const Scalar v = lit.node()->literal;
+  const DType from = v.dtype();
+  const bool ok = from == to || (is_integral(from) && (is_integral(to) || is_floating(to))) ||
+                  (is_floating(from) && is_floating(to));
+  if (!ok)
+    throw DTypeError(fmt::format("{}: literal {} of dtype {} cannot be used with a {} operand; use astype",
+                                 what, v.to_string(), to_string(from), to_string(to)));
+  auto e = make_node(ExprKind::literal, Type{to, {}, {}});
+  e->literal = v.cast(to);
+  e->weak = true;
+  return Expr(e);
+}
+
+// Weak literals take the dtype of the other operand.
+std::pair<Expr, Expr> adapt(const Expr& a, const Expr& b, std::string_view what) {
+  if (is_weak(a) && !is_weak(b) && !b.type().is_tuple()) return {retype_literal(a, b.type().dtype, what), b};
+  if (is_weak(b) && !is_weak(a) && !a.type().is_tuple()) return {a, retype_literal(b, a.type().dtype, what)};
+  if (is_weak(a) && is_weak(b) && a.type().dtype != b.type().dtype) {
+    const DType t = is_floating(a.type().dtype) || is_floating(b.type().dtype) ? DType::float64 : a.type().dtype;
+    return {retype_literal(a, t, what), retype_literal(b, t, what)};
+  }
+  return {a, b};
+}
+
+void require_same_dtype(const Expr& a, const Expr& b, std::string_view what) {
+  if (a.type().dtype != b.type().dtype)
+    throw DTypeError(fmt::format("{}: operands of dtype {} and {} do not mix; convert one with astype",
+                                 what, to_string(a.type().dtype), to_string(b.type().dtype)));
+}
+
+Expr unary(ir::UnaryOp op, const Expr& x) {
+  const std::string what = fmt::format("{}()", to_string(op));
+  require_field(x, what);
+  const DType t = x.type().dtype;
+  DType result = t;
+  switch (op) {
+    case ir::UnaryOp::logical_not:
+      if (t != DType::boolean)
+        throw DTypeError(fmt::format("{}: expected a bool operand, given {}", what, to_string(t)));
+      break;
+    case ir::UnaryOp::neg:
+    case ir::UnaryOp::abs:
+      if (t == DType::boolean)
+        throw DTypeError(fmt::format("{}: expected a numeric operand, given bool", what));
+      break;
+    default:
+      if (!is_floating(t))
+        throw DTypeError(fmt::format("{}: expected a float32 or float64 operand, given {}; convert with astype",
+                                     what, to_string(t)));
+      if (ir::is_predicate(op)) result = DType::boolean;
+  }
+  auto e = make_node(ExprKind::unary, Type{result, x.type().dims, {}}, {x.node()});
+  e->uop = op;
+  return Expr(e);
+}
+
+Expr binary(ir::BinaryOp op, const Expr& a0, const Expr& b0) {
+  const std::string what = fmt::format("operator {}", to_string(op));
+  require_field(a0, what);
+  require_field(b0, what);
+  auto [a, b] = adapt(a0, b0, what);
+  require_same_dtype(a, b, what);
+  const DType t = a.type().dtype;
+  DType result = t;
+  if (ir::is_logical(op)) {
+    if (t != DType::boolean) throw DTypeError(fmt::format("{}: expected bool operands, given {}", what, to_string(t)));
+  } else if (ir::is_comparison(op)) {
+    if (t == DType::boolean && op != ir::BinaryOp::equal && op != ir::BinaryOp::not_equal)
+      throw DTypeError(fmt::format("{}: bool operands can only be compared with == or !=", what));
+    result = DType::boolean;
+  } else {
+    if (t == DType::boolean) throw DTypeError(fmt::format("{}: expected numeric operands, given bool", what));
+    if ((op == ir::BinaryOp::power || op == ir::BinaryOp::fmod) && !is_floating(t))
+      throw DTypeError(fmt::format("{}: expected float operands, given {}; convert with astype", what, to_string(t)));
+  }
+  auto e = make_node(ExprKind::binary, Type{result, unify_dims(a.type().dims, b.type().dims, what), {}},
+                {a.node(), b.node()});
+  e->bop = op;
+  return Expr(e);
+}
+
+ir::SymExpr to_sym(const Expr& x, std::string_view what) {
+  const ir::Expr& n = *x.node();
+  if (n.kind == ExprKind::literal && is_integral(n.literal.dtype())) return ir::SymExpr(n.literal.as_int());
+  if (n.kind == ExprKind::scalar_ref && is_integral(n.type.dtype)) return ir::SymExpr::symbol(n.name);
+  if (n.kind == ExprKind::binary && (n.bop == ir::BinaryOp::add || n.bop == ir::BinaryOp::sub)) {
+    auto l = to_sym(Expr(n.args[0]), what), r = to_sym(Expr(n.args[1]), what);
+    return n.bop == ir::BinaryOp::add ? l + r : l - r;
+  }
+  if (n.kind == ExprKind::binary && n.bop == ir::BinaryOp::mul) {
+    auto l = to_sym(Expr(n.args[0]), what), r = to_sym(Expr(n.args[1]), what);
+    if (l.is_constant()) return r * l.constant;
+    if (r.is_constant()) return l * r.constant;
+  }
+  throw ProgramError(fmt::format("{}: expected an integer constant or an affine expression of int scalar "
+                                 "parameters, given {}", what, ir::print(n)));
+}
+
+}  // namespace
+
+ir::SymExpr to_symbolic_bound(const Expr& x, std::string_view what) { return to_sym(x, what); }
+
+Expr::Expr(double v) {
+  auto e = make_node(ExprKind::literal, Type{DType::float64, {}, {}});
+  e->literal = Scalar(v);
+  e->weak = true;
+  node_ = e;
+}
+
+Expr::Expr(int v) {
+  auto e = make_node(ExprKind::literal, Type{DType::int32, {}, {}});
+  e->literal = Scalar(static_cast<std::int32_t>(v));
+  e->weak = true;
+  node_ = e;
+}
+
+Expr::Expr(bool v) {
+  auto e = make_node(ExprKind::literal, Type{DType::boolean, {}, {}});
+  e->literal = Scalar(v);
+  node_ = e;
+}
+
+Expr Expr::literal(Scalar v) {
+  auto e = make_node(ExprKind::literal, Type{v.dtype(), {}, {}});
+  e->literal = v;
+  return Expr(e);
+}
+
+CartesianOffset operator+(const Dimension& d, std::int64_t k) { return {d, k}; }
+CartesianOffset operator-(const Dimension& d, std::int64_t k) { return {d, -k}; }
+DynamicOffset operator+(const Dimension& d, const Expr& offset) { return {d, offset}; }
+
+Expr Expr::operator()(const CartesianOffset& o) const {
+  const std::string what = fmt::format("shift by {}{:+d}", o.dim.name, o.offset);
+  require_field(*this, what);
+  if (o.dim.kind == DimKind::local)
+    throw DimensionError(fmt::format("{}: cannot shift along the local dimension {}", what, o.dim.name));
+  if (!type().has(o.dim))
+    throw DimensionError(fmt::format("{}: the operand has dims [{}], which do not include {}", what,
+                                     dims_str(type().dims), o.dim.name));
+  if (o.offset == 0) return *this;
+  auto e = make_node(ExprKind::shift, type(), {node_});
+  e->dim = o.dim;
+  e->offset = o.offset;
+  return Expr(e);
+}
+
+Expr Expr::operator()(const DynamicOffset& o) const {
+  const std::string what = fmt::format("shift by {} + <field>", o.dim.name);
+  require_field(*this, what);
+  require_field(o.offset, what);
+  if (o.dim.kind != DimKind::vertical)
+    throw DimensionError(fmt::format("{}: dynamic offsets are supported along vertical dimensions, given {} ({})",
+                                     what, o.dim.name, to_string(o.dim.kind)));
+  if (!type().has(o.dim))
+    throw DimensionError(fmt::format("{}: the operand has dims [{}], which do not include {}", what,
+                                     dims_str(type().dims), o.dim.name));
+  if (!is_integral(o.offset.type().dtype))
+    throw DTypeError(fmt::format("{}: expected an int32 or int64 offset, given {}", what,
+                                 to_string(o.offset.type().dtype)));
+  auto e = make_node(ExprKind::dynamic_shift, Type{type().dtype, unify_dims(type().dims, o.offset.type().dims, what), {}},
+                {node_, o.offset.node()});
+  e->dim = o.dim;
+  return Expr(e);
+}
+
+Expr Expr::operator()(const NeighborOffset& o) const {
+  const Connectivity& c = o.conn;
+  const std::string what = o.index < 0 ? fmt::format("shift by {}", c.name) : fmt::format("shift by {}[{}]", c.name, o.index);
+  require_field(*this, what);
+  if (o.index >= c.max_neighbors || o.index < -1)
+    throw DimensionError(fmt::format("{}: expected a neighbour index in [0, {}), given {}", what, c.max_neighbors, o.index));
+  if (!type().has(c.target))
+    throw DimensionError(fmt::format("{}: the operand has dims [{}], which do not include {} ({} maps {} to {})",
+                                     what, dims_str(type().dims), c.target.name, c.name, c.source.name, c.target.name));
+  if (type().has(c.source) || type().has(c.local))
+    throw DimensionError(fmt::format("{}: the operand already has dimension {}", what,
+                                     type().has(c.source) ? c.source.name : c.local.name));
+  std::vector<Dimension> dims;
+  for (const auto& d : type().dims)
+    if (!(d == c.target)) dims.push_back(d);
+  dims.push_back(c.source);
+  if (o.index < 0) dims.push_back(c.local);
+  auto e = make_node(ExprKind::neighbor_shift, Type{type().dtype, ir::canonical_dims(dims), {}}, {node_});
+  e->conn = c;
+  e->offset = o.index;
+  return Expr(e);
+}
+
+Expr Expr::operator()(const Connectivity& c) const { return (*this)(NeighborOffset{c, -1}); }
+
+Expr Expr::operator[](int i) const {
+  if (!type().is_tuple())
+    throw DTypeError(fmt::format("tuple element [{}]: expected a tuple, given {}", i, type().to_string()));
+  if (i < 0 || i >= static_cast<int>(type().elements.size()))
+    throw DTypeError(fmt::format("tuple element [{}]: expected an index in [0, {}), given {}", i,
+                                 type().elements.size(), i));
+  if (node_->kind == ExprKind::make_tuple) return Expr(node_->args[i]);
+  auto e = make_node(ExprKind::tuple_get, type().elements[i], {node_});
+  e->offset = i;
+  return Expr(e);
+}
+
+Expr operator-(const Expr& a) { return unary(ir::UnaryOp::neg, a); }
+Expr operator!(const Expr& a) { return unary(ir::UnaryOp::logical_not, a); }
+Expr operator~(const Expr& a) { return unary(ir::UnaryOp::logical_not, a); }
+Expr operator+(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::add, a, b); }
+Expr operator-(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::sub, a, b); }
+Expr operator*(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::mul, a, b); }
+Expr operator/(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::div, a, b); }
+Expr operator<(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::less, a, b); }
+Expr operator<=(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::less_equal, a, b); }
+Expr operator>(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::greater, a, b); }
+Expr operator>=(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::greater_equal, a, b); }
+Expr operator==(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::equal, a, b); }
+Expr operator!=(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::not_equal, a, b); }
+Expr operator&(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::logical_and, a, b); }
+Expr operator|(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::logical_or, a, b); }
+
+#define FIELDFLOW_UNARY_BUILTIN(name, op) \
+  Expr name(const Expr& x) { return unary(ir::UnaryOp::op, x); }
+FIELDFLOW_UNARY_BUILTIN(abs, abs)
+FIELDFLOW_UNARY_BUILTIN(sqrt, sqrt)
+FIELDFLOW_UNARY_BUILTIN(exp, exp)
+FIELDFLOW_UNARY_BUILTIN(log, log)
+FIELDFLOW_UNARY_BUILTIN(sin, sin)
+FIELDFLOW_UNARY_BUILTIN(cos, cos)
+FIELDFLOW_UNARY_BUILTIN(tan, tan)
+FIELDFLOW_UNARY_BUILTIN(arcsin, arcsin)
+FIELDFLOW_UNARY_BUILTIN(arccos, arccos)
+FIELDFLOW_UNARY_BUILTIN(arctan, arctan)
+FIELDFLOW_UNARY_BUILTIN(sinh, sinh)
+FIELDFLOW_UNARY_BUILTIN(cosh, cosh)
+FIELDFLOW_UNARY_BUILTIN(tanh, tanh)
+FIELDFLOW_UNARY_BUILTIN(floor, floor)
+FIELDFLOW_UNARY_BUILTIN(ceil, ceil)
+FIELDFLOW_UNARY_BUILTIN(trunc, trunc)
+FIELDFLOW_UNARY_BUILTIN(isnan, isnan)
+FIELDFLOW_UNARY_BUILTIN(isinf, isinf)
+FIELDFLOW_UNARY_BUILTIN(isfinite, isfinite)
+#undef FIELDFLOW_UNARY_BUILTIN
+
+Expr minimum(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::minimum, a, b); }
+Expr maximum(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::maximum, a, b); }
+Expr fmod(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::fmod, a, b); }
+Expr power(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::power, a, b); }
+
+Expr where(const Expr& cond, const Expr& a0, const Expr& b0) {
+  require_field(cond, "where");
+  if (cond.type().dtype != DType::boolean)
+    throw DTypeError(fmt::format("where: expected a bool condition, given {}", to_string(cond.type().dtype)));
+  auto [a, b] = adapt(a0, b0, "where");
+  if (a.type().is_tuple() != b.type().is_tuple() ||
+      (a.type().is_tuple() && a.type().elements.size() != b.type().elements.size()))
+    throw DTypeError(fmt::format("where: branches of types {} and {} do not match", a.type().to_string(),
+                                 b.type().to_string()));
+  Type t;
+  if (a.type().is_tuple()) {
+    for (std::size_t i = 0; i < a.type().elements.size(); ++i) {
+      const Type &ea = a.type().elements[i], &eb = b.type().elements[i];
+      if (ea.dtype != eb.dtype)
+        throw DTypeError(fmt::format("where: tuple element {} has dtypes {} and {}", i, to_string(ea.dtype),
+                                     to_string(eb.dtype)));
+      auto dims = unify_dims(cond.type().dims, unify_dims(ea.dims, eb.dims, "where"), "where");
+      t.elements.push_back(Type{ea.dtype, dims, {}});
+    }
+  } else {
+    require_same_dtype(a, b, "where");
+    t = Type{a.type().dtype, unify_dims(cond.type().dims, unify_dims(a.type().dims, b.type().dims, "where"), "where"), {}};
+  }
+  return Expr(make_node(ExprKind::where, t, {cond.node(), a.node(), b.node()}));
+}
+
+Expr broadcast(const Expr& x, std::vector<Dimension> dims) {
+  require_field(x, "broadcast");
+  dims = ir::canonical_dims(std::move(dims));
+  if (!subset(x.type().dims, dims))
+    throw DimensionError(fmt::format("broadcast: target dims [{}] must contain the operand's dims [{}]",
+                                     dims_str(dims), dims_str(x.type().dims)));
+  if (dims == x.type().dims) return x;
+  return Expr(make_node(ExprKind::broadcast, Type{x.type().dtype, dims, {}}, {x.node()}));
+}
+
+Expr astype(const Expr& x, DType dtype) {
+  require_field(x, "astype");
+  if (x.type().dtype == dtype) return x;
+  return Expr(make_node(ExprKind::cast, Type{dtype, x.type().dims, {}}, {x.node()}));
+}
+
+Expr index(const Dimension& d) {
+  if (d.kind == DimKind::local)
+    throw DimensionError(fmt::format("index: expected a horizontal or vertical dimension, given local {}", d.name));
+  auto e = make_node(ExprKind::index, Type{DType::int32, {d}, {}});
+  e->dim = d;
+  return Expr(e);
+}
+
+Expr make_tuple(std::vector<Expr> elements) {
+  if (elements.empty()) throw DTypeError("make_tuple: expected at least one element, given none");
+  Type t;
+  std::vector<ExprPtr> args;
+  for (const auto& x : elements) {
+    require_field(x, "make_tuple (tuples are flat)");
+    t.elements.push_back(x.type());
+    args.push_back(x.node());
+  }
+  return Expr(make_node(ExprKind::make_tuple, t, args));
+}
+
+namespace {
+Expr reduce(ir::ReduceOp op, const Expr& x, const Connectivity& c) {
+  const std::string what = fmt::format("{}(.., {})", to_string(op), c.name);
+  require_field(x, what);
+  if (!x.type().has(c.local))
+    throw DimensionError(fmt::format("{}: the operand has dims [{}], which do not include the local dimension {}; "
+                                     "common cause: the operand was not shifted with {} (write f({}))",
+                                     what, dims_str(x.type().dims), c.local.name, c.name, c.name));
+  if (x.type().dtype == DType::boolean)
+    throw DTypeError(fmt::format("{}: expected a numeric operand, given bool", what));
+  std::vector<Dimension> dims;
+  for (const auto& d : x.type().dims)
+    if (!(d == c.local)) dims.push_back(d);
+  auto e = make_node(ExprKind::reduce, Type{x.type().dtype, dims, {}}, {x.node()});
+  e->rop = op;
+  e->conn = c;
+  return Expr(e);
+}
+}  // namespace
+
+Expr neighbor_sum(const Expr& x, const Connectivity& c) { return reduce(ir::ReduceOp::sum, x, c); }
+Expr max_over(const Expr& x, const Connectivity& c) { return reduce(ir::ReduceOp::max, x, c); }
+Expr min_over(const Expr& x, const Connectivity& c) { return reduce(ir::ReduceOp::min, x, c); }
+
+Expr neighbor_sum(const Expr& x, const Dimension& axis) {
+  if (axis.kind != DimKind::local)
+    throw DimensionError(fmt::format("neighbor_sum: cannot reduce over {} dimension {}; expected a local "
+                                     "(neighbour) dimension", to_string(axis.kind), axis.name));
+  (void)x;
+  throw DimensionError(fmt::format("neighbor_sum over {}: pass the connectivity that owns it instead, "
+                                   "e.g. neighbor_sum(x, {})", axis.name, axis.name.substr(0, axis.name.size() - 3)));
+}
+
+#define FIELDFLOW_INDEX_CONDITION(op, cmp) \
+  IndexCondition operator op(const Dimension& d, const Expr& bound) { return {d, ir::CompareOp::cmp, bound}; }
+FIELDFLOW_INDEX_CONDITION(==, equal)
+FIELDFLOW_INDEX_CONDITION(!=, not_equal)
+FIELDFLOW_INDEX_CONDITION(<, less)
+FIELDFLOW_INDEX_CONDITION(<=, less_equal)
+FIELDFLOW_INDEX_CONDITION(>, greater)
+FIELDFLOW_INDEX_CONDITION(>=, greater_equal)
+#undef FIELDFLOW_INDEX_CONDITION
+
+Expr concat_where(const IndexCondition& cond, const Expr& a0, const Expr& b0) {
+  const std::string what = fmt::format("concat_where({} {} ..)", cond.dim.name, to_string(cond.cmp));
+  require_field(a0, what);
+  require_field(b0, what);
+  if (cond.dim.kind == DimKind::local)
+    throw DimensionError(fmt::format("{}: expected a horizontal or vertical dimension, given local", what));
+  auto [a, b] = adapt(a0, b0, what);
+  require_same_dtype(a, b, what);
+  auto dims = unify_dims(a.type().dims, b.type().dims, what);
+  if (std::find(dims.begin(), dims.end(), cond.dim) == dims.end())
+    dims = ir::canonical_dims([&] { auto d = dims; d.push_back(cond.dim); return d; }());
+  auto e = make_node(ExprKind::concat_where, Type{a.type().dtype, dims, {}}, {a.node(), b.node()});
+  e->dim = cond.dim;
+  e->cmp = cond.cmp;
+  e->bound = to_sym(cond.bound, what + " bound");
+  return Expr(e);
+}
+
+Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init, const ScanBody& body,
+          std::vector<Expr> inputs) {
+  const std::string what = fmt::format("scan '{}'", name);
+  if (init.empty()) throw DTypeError(fmt::format("{}: expected at least one init value, given none", what));
+  // The body sees dimensionless placeholders: it computes one level, so it cannot shift.
+  std::vector<Expr> carries;
+  for (std::size_t i = 0; i < init.size(); ++i) {
+    auto c = make_node(ExprKind::carry, Type{init[i].dtype(), {}, {}});
+    c->offset = static_cast<std::int64_t>(i);
+    carries.push_back(Expr(c));
+  }
+  std::vector<Expr> args;
+  std::vector<Dimension> dims;
+  std::vector<ExprPtr> arg_nodes;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    require_field(inputs[i], what + " input");
+    auto a = make_node(ExprKind::scan_arg, Type{inputs[i].type().dtype, {}, {}});
+    a->offset = static_cast<std::int64_t>(i);
+    args.push_back(Expr(a));
+    dims = unify_dims(dims, inputs[i].type().dims, what);
+    arg_nodes.push_back(inputs[i].node());
+  }
+  const Expr carry = carries.size() == 1 ? carries[0] : make_tuple(carries);
+  Expr result = body(carry, args);
+  // Weak literals in the result take the carry's dtype; anything else must match it exactly.
+  std::vector<Expr> parts;
+  if (carries.size() == 1) parts.push_back(result);
+  else {
+    if (!result.type().is_tuple() || result.type().elements.size() != carries.size())
+      throw DTypeError(fmt::format("{}: the body must return a tuple of {} values like its carry, returned {}",
+                                   what, carries.size(), result.type().to_string()));
+    for (std::size_t i = 0; i < carries.size(); ++i) parts.push_back(result[static_cast<int>(i)]);
+  }
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (is_weak(parts[i])) parts[i] = retype_literal(parts[i], init[i].dtype(), what);
+    if (parts[i].type().dtype != init[i].dtype())
+      throw DTypeError(fmt::format("{}: carry component {} has dtype {} but the body returns {}", what, i,
+                                   to_string(init[i].dtype()), to_string(parts[i].type().dtype)));
+  }
+  const Expr final_body = parts.size() == 1 ? parts[0] : make_tuple(parts);
+  Dimension vertical;
+  int n_vertical = 0;
+  for (const auto& d : dims)
+    if (d.kind == DimKind::vertical) { vertical = d; ++n_vertical; }
+  if (n_vertical != 1)
+    throw DimensionError(fmt::format("{}: expected inputs over exactly one vertical dimension to sweep, given [{}]",
+                                     what, dims_str(dims)));
+  Type t;
+  if (init.size() == 1) t = Type{init[0].dtype(), dims, {}};
+  else
+    for (const auto& v : init) t.elements.push_back(Type{v.dtype(), dims, {}});
+  auto e = make_node(ExprKind::scan, t, arg_nodes);
+  e->name = name;
+  e->dim = vertical;
+  e->forward = direction == ScanDirection::forward;
+  e->init = init;
+  e->body = final_body.node();
+  return Expr(e);
+}
+
+Expr named(const std::string& label, const Expr& x) {
+  auto e = make_node(ExprKind::named, x.type(), {x.node()});
+  e->name = label;
+  return Expr(e);
+}
+
+Expr materialize(const std::string& label, const Expr& x) {
+  require_field(x, fmt::format("materialize('{}')", label));
+  auto e = make_node(ExprKind::named, x.type(), {x.node()});
+  e->name = label;
+  e->materialize = true;
+  return Expr(e);
+}
+
+}  // namespace fieldflow

@@ -1,0 +1,148 @@
+#include "ir/call_binding.h"
+
+#include <fmt/format.h>
+#include <limits>
+
+#include "fieldflow/errors.h"
+
+namespace fieldflow::ir {
+
+namespace {
+
+std::string dims_of(const Field& f) {
+  std::string s;
+  for (std::size_t i = 0; i < f.dims().size(); ++i) s += (i ? ", " : "") + f.dims()[i].name;
+  return s;
+}
+
+std::string_view kind_name(ParamKind k) {
+  return k == ParamKind::field ? "a field" : k == ParamKind::scalar ? "a scalar" : "a connectivity table";
+}
+
+std::string_view kind_name(Arguments::Entry::Kind k) {
+  using K = Arguments::Entry::Kind;
+  return k == K::field ? "a field" : k == K::scalar ? "a scalar" : "a connectivity table";
+}
+
+ParamKind to_param_kind(Arguments::Entry::Kind k) {
+  using K = Arguments::Entry::Kind;
+  return k == K::field ? ParamKind::field : k == K::scalar ? ParamKind::scalar : ParamKind::connectivity;
+}
+
+Scalar convert_scalar(const Program& p, const Param& prm, Scalar v) {
+  const DType want = prm.type.dtype;
+  if (v.dtype() == want) return v;
+  // Integers convert between widths when the value fits; everything else must match exactly.
+  if (is_integral(want) && is_integral(v.dtype())) {
+    if (want == DType::int32 && (v.as_int() < std::numeric_limits<std::int32_t>::min() ||
+                                 v.as_int() > std::numeric_limits<std::int32_t>::max()))
+      throw ArgumentError(fmt::format("program '{}': scalar '{}' expects int32, given {} which does not fit",
+                                      p.name, prm.name, v.as_int()));
+    return v.cast(want);
+  }
+  throw ArgumentError(fmt::format("program '{}': scalar '{}' expects {}, given {} ({})", p.name, prm.name,
+                                  to_string(want), to_string(v.dtype()), v.to_string()));
+}
+
+}  // namespace
+
+void check_table(const Program& p, const Param& prm, const NeighborTable& t, bool check_indices) {
+  const Connectivity& c = prm.conn;
+  if (t.max_neighbors != c.max_neighbors)
+    throw ConnectivityError(fmt::format("program '{}': connectivity '{}' expects {} neighbours per {}, given a "
+                                        "table '{}' with {}", p.name, prm.name, c.max_neighbors, c.source.name,
+                                        t.name, t.max_neighbors));
+  if ((!t.source.empty() && t.source != c.source.name) || (!t.target.empty() && t.target != c.target.name))
+    throw ConnectivityError(fmt::format("program '{}': connectivity '{}' maps {} to {}, given table '{}' from {} to {}",
+                                        p.name, prm.name, c.source.name, c.target.name, t.name, t.source, t.target));
+  if (t.n_source < 0 || t.n_target < 0 ||
+      static_cast<std::int64_t>(t.data.size()) != t.n_source * static_cast<std::int64_t>(t.max_neighbors))
+    throw ConnectivityError(fmt::format("program '{}': connectivity '{}' table '{}' should hold {} x {} = {} "
+                                        "entries, given {}", p.name, prm.name, t.name, t.n_source, t.max_neighbors,
+                                        t.n_source * t.max_neighbors, t.data.size()));
+  if (!check_indices) return;
+  for (std::size_t i = 0; i < t.data.size(); ++i) {
+    const std::int32_t v = t.data[i];
+    if (v != -1 && (v < 0 || v >= t.n_target))
+      throw ConnectivityError(fmt::format("program '{}': connectivity '{}' entry ({}, {}) is {}, expected -1 "
+                                          "(skipped) or an index in [0, {})", p.name, prm.name,
+                                          i / t.max_neighbors, i % t.max_neighbors, v, t.n_target));
+  }
+}
+
+BoundCall bind_arguments(const Program& p, const Arguments& args, bool check_table_indices) {
+  BoundCall call;
+  const std::size_t n = p.params.size();
+  call.fields.assign(n, nullptr);
+  call.scalars.assign(n, Scalar());
+  call.tables.assign(n, nullptr);
+  for (const auto& e : args.entries()) {
+    const Param* prm = p.find(e.name);
+    if (!prm) {
+      std::string names;
+      for (const auto& q : p.params) names += (names.empty() ? "" : ", ") + q.name;
+      throw ArgumentError(fmt::format("program '{}': unexpected argument '{}'; the parameters are: {}", p.name,
+                                      e.name, names));
+    }
+    if (to_param_kind(e.kind) != prm->kind)
+      throw ArgumentError(fmt::format("program '{}': argument '{}' expects {}, given {}", p.name, e.name,
+                                      kind_name(prm->kind), kind_name(e.kind)));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const Param& prm = p.params[i];
+    const Arguments::Entry* e = args.find(prm.name);
+    if (!e)
+      throw ArgumentError(fmt::format("program '{}': missing argument '{}' ({})", p.name, prm.name,
+                                      prm.kind == ParamKind::connectivity ? "connectivity table"
+                                                                           : prm.type.to_string()));
+    switch (prm.kind) {
+      case ParamKind::field: {
+        Field& f = *e->field;
+        if (f.dtype() != prm.type.dtype)
+          throw ArgumentError(fmt::format("program '{}': field '{}' expects dtype {}, given {}", p.name, prm.name,
+                                          to_string(prm.type.dtype), to_string(f.dtype())));
+        if (canonical_dims(f.dims()) != prm.type.dims || f.dims().size() != prm.type.dims.size())
+          throw ArgumentError(fmt::format("program '{}': field '{}' expects dims [{}], given [{}]", p.name, prm.name,
+                                          prm.type.to_string(), dims_of(f)));
+        call.fields[i] = &f;
+        break;
+      }
+      case ParamKind::scalar:
+        call.scalars[i] = convert_scalar(p, prm, e->scalar);
+        if (is_integral(prm.type.dtype)) call.sizes[prm.name] = call.scalars[i].as_int();
+        break;
+      case ParamKind::connectivity:
+        check_table(p, prm, *e->table, check_table_indices);
+        call.tables[i] = e->table;
+        break;
+    }
+  }
+  return call;
+}
+
+std::vector<ConcreteRange> evaluate_domain(const Domain& d, const std::map<std::string, std::int64_t>& sizes) {
+  std::vector<ConcreteRange> out;
+  for (const auto& r : d) out.push_back({r.dim, r.lo.evaluate(sizes), r.hi.evaluate(sizes)});
+  return out;
+}
+
+void check_output_domains(const Program& p, const BoundCall& call) {
+  for (const Stmt& st : p.stmts) {
+    const auto ranges = evaluate_domain(st.domain, call.sizes);
+    for (const auto& out : st.outputs) {
+      const Field& f = *call.fields[p.index_of(out)];
+      for (const auto& r : ranges) {
+        if (r.hi < r.lo)
+          throw DomainError(fmt::format("program '{}', call '{}': domain along {} is [{}, {}), an empty range "
+                                        "must have hi >= lo", p.name, st.op, r.dim.name, r.lo, r.hi));
+        const int a = f.axis_of(r.dim);
+        const std::int64_t flo = f.origin()[a], fhi = flo + f.shape()[a];
+        if (r.hi > r.lo && (r.lo < flo || r.hi > fhi))
+          throw DomainError(fmt::format("program '{}', call '{}': domain along {} is [{}, {}) but output '{}' "
+                                        "covers only [{}, {})", p.name, st.op, r.dim.name, r.lo, r.hi, out, flo, fhi));
+      }
+    }
+  }
+}
+
+}  // namespace fieldflow::ir

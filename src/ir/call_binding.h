@@ -1,0 +1,39 @@
+#pragma once
+// Call-time checking of arguments against a program's parameters, shared by the reference
+// executor and the compiled runtime so both reject exactly the same calls with the same errors.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fieldflow/field.h"
+#include "fieldflow/ir.h"
+#include "fieldflow/mesh.h"
+
+namespace fieldflow::ir {
+
+// Arguments resolved by parameter index.
+struct BoundCall {
+  std::vector<Field*> fields;                  // field parameters (nullptr elsewhere)
+  std::vector<Scalar> scalars;                 // scalar parameters, converted to the declared dtype
+  std::vector<const NeighborTable*> tables;    // connectivity parameters
+  std::map<std::string, std::int64_t> sizes;   // int scalar values: the program's size symbols
+};
+
+// Missing, extra or mistyped arguments, and neighbour tables of the wrong shape.
+// check_table_indices also scans every entry for indices outside [0, n_target) other than -1.
+BoundCall bind_arguments(const Program& p, const Arguments& args, bool check_table_indices = true);
+
+// The index range of every statement's domain, evaluated for this call.
+struct ConcreteRange {
+  Dimension dim;
+  std::int64_t lo = 0, hi = 0;
+};
+std::vector<ConcreteRange> evaluate_domain(const Domain& d, const std::map<std::string, std::int64_t>& sizes);
+
+// Every statement's domain lies inside each of its outputs (DomainError otherwise).
+void check_output_domains(const Program& p, const BoundCall& call);
+
+// Full check of one neighbour table against its declared connectivity.
+void check_table(const Program& p, const Param& param, const NeighborTable& t, bool check_indices);
+
+}  // namespace fieldflow::ir

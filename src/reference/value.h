@@ -1,0 +1,116 @@
+#pragma once
+// Typed scalar arithmetic of the reference executor. Each dtype computes in its own C++ type
+// (float32 in float, with std:: math overloads) so results match compiled code bit for bit.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "fieldflow/field.h"
+#include "fieldflow/ir.h"
+
+namespace fieldflow::reference {
+
+// Integer division by zero yields 0 in every backend (documented in docs/language.md) rather
+// than trapping inside a model's time loop.
+template <class T> T int_div(T a, T b) {
+  if (b == 0) return 0;
+  if (b == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));
+  return a / b;
+}
+
+template <class T> Scalar apply_unary(ir::UnaryOp op, T x) {
+  using ir::UnaryOp;
+  if constexpr (std::is_same_v<T, bool>) {
+    return Scalar(!x);  // only logical_not is typed for bool
+  } else if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+      case UnaryOp::neg: return Scalar(static_cast<T>(0 - x));
+      case UnaryOp::abs: return Scalar(static_cast<T>(x < 0 ? 0 - x : x));
+      default: break;
+    }
+    return Scalar(x);
+  } else {
+    switch (op) {
+      case UnaryOp::neg: return Scalar(static_cast<T>(-x));
+      case UnaryOp::abs: return Scalar(std::abs(x));
+      case UnaryOp::sqrt: return Scalar(std::sqrt(x));
+      case UnaryOp::exp: return Scalar(std::exp(x));
+      case UnaryOp::log: return Scalar(std::log(x));
+      case UnaryOp::sin: return Scalar(std::sin(x));
+      case UnaryOp::cos: return Scalar(std::cos(x));
+      case UnaryOp::tan: return Scalar(std::tan(x));
+      case UnaryOp::arcsin: return Scalar(std::asin(x));
+      case UnaryOp::arccos: return Scalar(std::acos(x));
+      case UnaryOp::arctan: return Scalar(std::atan(x));
+      case UnaryOp::sinh: return Scalar(std::sinh(x));
+      case UnaryOp::cosh: return Scalar(std::cosh(x));
+      case UnaryOp::tanh: return Scalar(std::tanh(x));
+      case UnaryOp::floor: return Scalar(std::floor(x));
+      case UnaryOp::ceil: return Scalar(std::ceil(x));
+      case UnaryOp::trunc: return Scalar(std::trunc(x));
+      case UnaryOp::isnan: return Scalar(static_cast<bool>(std::isnan(x)));
+      case UnaryOp::isinf: return Scalar(static_cast<bool>(std::isinf(x)));
+      case UnaryOp::isfinite: return Scalar(static_cast<bool>(std::isfinite(x)));
+      case UnaryOp::logical_not: break;
+    }
+    return Scalar(x);
+  }
+}
+
+template <class T> Scalar apply_binary(ir::BinaryOp op, T a, T b) {
+  using ir::BinaryOp;
+  switch (op) {
+    case BinaryOp::less: return Scalar(a < b);
+    case BinaryOp::less_equal: return Scalar(a <= b);
+    case BinaryOp::greater: return Scalar(a > b);
+    case BinaryOp::greater_equal: return Scalar(a >= b);
+    case BinaryOp::equal: return Scalar(a == b);
+    case BinaryOp::not_equal: return Scalar(a != b);
+    default: break;
+  }
+  if constexpr (std::is_same_v<T, bool>) {
+    return Scalar(op == BinaryOp::logical_and ? (a && b) : (a || b));
+  } else {
+    switch (op) {
+      case BinaryOp::add: return Scalar(static_cast<T>(a + b));
+      case BinaryOp::sub: return Scalar(static_cast<T>(a - b));
+      case BinaryOp::mul: return Scalar(static_cast<T>(a * b));
+      case BinaryOp::div:
+        if constexpr (std::is_integral_v<T>) return Scalar(int_div(a, b));
+        else return Scalar(static_cast<T>(a / b));
+      // minimum/maximum follow std::min/std::max (the second operand wins only when strictly
+      // smaller/larger), the form compilers vectorise into min/max instructions.
+      case BinaryOp::minimum: return Scalar(b < a ? b : a);
+      case BinaryOp::maximum: return Scalar(a < b ? b : a);
+      case BinaryOp::fmod:
+        if constexpr (std::is_floating_point_v<T>) return Scalar(std::fmod(a, b));
+        break;
+      case BinaryOp::power:
+        if constexpr (std::is_floating_point_v<T>) return Scalar(static_cast<T>(std::pow(a, b)));
+        break;
+      default: break;
+    }
+    return Scalar(a);
+  }
+}
+
+template <class T> T scalar_as(const Scalar& s);
+template <> inline bool scalar_as<bool>(const Scalar& s) { return s.as_int() != 0; }
+template <> inline std::int32_t scalar_as<std::int32_t>(const Scalar& s) { return static_cast<std::int32_t>(s.as_int()); }
+template <> inline std::int64_t scalar_as<std::int64_t>(const Scalar& s) { return s.as_int(); }
+template <> inline float scalar_as<float>(const Scalar& s) { return static_cast<float>(s.as_double()); }
+template <> inline double scalar_as<double>(const Scalar& s) { return s.as_double(); }
+
+// Calls f.template operator()<T>() with the C++ type of dtype t.
+template <class F> auto dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::boolean: return f.template operator()<bool>();
+    case DType::int32: return f.template operator()<std::int32_t>();
+    case DType::int64: return f.template operator()<std::int64_t>();
+    case DType::float32: return f.template operator()<float>();
+    case DType::float64: break;
+  }
+  return f.template operator()<double>();
+}
+
+}  // namespace fieldflow::reference
