@@ -1,0 +1,43 @@
+#pragma once
+// Invoking the system C++ compiler on generated source.
+//
+// The JIT turns generated C++ into a shared object by running the compiler as a child process
+// (argv only, never through a shell, so paths and flags cannot inject commands). Everything that
+// influences the produced code -- the compiler binary and its flags -- is explicit in
+// CompilerConfig, so the module cache can make both part of its key.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace fieldflow::toolchain {
+
+struct CompilerConfig {
+  std::string cxx;                 // compiler command: a name looked up in PATH, or a path
+  std::vector<std::string> flags;  // every argument before the source file, in order
+};
+
+// The configuration the JIT uses unless the caller supplies one.
+//   compiler: env FIELDFLOW_CXX, else env CXX, else "c++".
+//   flags:    -std=c++20 -O3 -march=native -fPIC -shared -fno-math-errno [-fopenmp] -I<include>
+//             where <include> is env FIELDFLOW_INCLUDE_DIR, else the source tree's include/ (if it
+//             exists), else the install prefix's include/.
+// Deliberately no -ffast-math: compiled results must be bitwise equal to the reference interpreter.
+// The environment is read on every call, so a host may change it between compilations.
+CompilerConfig default_compiler_config(bool openmp = true);
+
+// A string identifying the compiler: the first line of `<cxx> --version` plus the resolved path of
+// the binary. Computed once per distinct `cxx` per process and then served from memory (the cache
+// calls this on every lookup). Throws CompileError naming `cxx` if it cannot be found or run.
+std::string compiler_identity(const std::string& cxx);
+
+// Compiles `source` into the shared object `output` with `config`. The compiler's stdout and stderr
+// go to `output` with extension ".log" (removed on success when empty).
+// On failure throws CompileError whose message holds the full command, the diagnostics (first
+// ~8 KB) and where the source can be found: `source` itself, or, when `keep_source_on_failure` is
+// non-empty, that path, to which the source (and the log, as <stem>.log) are copied first -- the
+// module cache compiles in a temporary directory it deletes, so it keeps failed sources elsewhere.
+void compile_shared_object(const std::filesystem::path& source, const std::filesystem::path& output,
+                           const CompilerConfig& config,
+                           const std::filesystem::path& keep_source_on_failure = {});
+
+}  // namespace fieldflow::toolchain

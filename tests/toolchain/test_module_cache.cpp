@@ -1,0 +1,447 @@
+// Tests of the toolchain stage: compiler configuration, the on-disk module cache and module loading.
+// Every test gets its own empty cache directory, so results never depend on earlier runs or on
+// the shared test cache the build configures through FIELDFLOW_CACHE_DIR.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "fieldflow/errors.h"
+#include "toolchain/compiler.h"
+#include "toolchain/loaded_module.h"
+#include "toolchain/module_cache.h"
+
+namespace fieldflow::toolchain {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr const char* kAnswer42 = "extern \"C\" int answer() { return 42; }\n";
+constexpr const char* kAnswer43 = "extern \"C\" int answer() { return 43; }\n";
+
+// Sets (or unsets, with nullopt) an environment variable for one scope and restores it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) {
+      setenv(name, value->c_str(), 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+int call_answer(const fs::path& module_path) {
+  LoadedModule module(module_path);
+  auto* answer = reinterpret_cast<int (*)()>(module.symbol("answer"));
+  return answer();
+}
+
+// Names in the cache directory that are neither published entries, lock files nor failed/: there
+// must be none once all builds are over (no leaked temporary or stale directories).
+std::vector<std::string> leftovers(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& item : fs::directory_iterator(dir)) {
+    const std::string name = item.path().filename().string();
+    if (name.starts_with("tmp-") || name.starts_with("stale-")) names.push_back(name);
+  }
+  return names;
+}
+
+class ModuleCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device random;
+    dir_ = fs::temp_directory_path() /
+           fmt::format("fieldflow-test-toolchain-{}-{:08x}", getpid(), random());
+    fs::create_directories(dir_);
+    cache_dir_ = dir_ / "cache";
+    // Without OpenMP: the tests exercise caching, not the runtime library, and it compiles faster.
+    config_ = default_compiler_config(/*openmp=*/false);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  fs::path dir_;        // scratch space owned by this test
+  fs::path cache_dir_;  // not created up front: the cache must create it itself
+  CompilerConfig config_;
+};
+
+// ---- compiler configuration ----------------------------------------------------------------
+
+TEST(CompilerConfigTest, DefaultFlagsAreExactAndNeverFastMath) {
+  ScopedEnv include("FIELDFLOW_INCLUDE_DIR", std::nullopt);
+  const CompilerConfig with_omp = default_compiler_config(true);
+  const CompilerConfig without_omp = default_compiler_config(false);
+  auto has = [](const CompilerConfig& c, const std::string& flag) {
+    return std::find(c.flags.begin(), c.flags.end(), flag) != c.flags.end();
+  };
+  for (const char* flag : {"-std=c++20", "-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno"}) {
+    EXPECT_TRUE(has(with_omp, flag)) << flag;
+    EXPECT_TRUE(has(without_omp, flag)) << flag;
+  }
+  EXPECT_TRUE(has(with_omp, "-fopenmp"));
+  EXPECT_FALSE(has(without_omp, "-fopenmp"));
+  EXPECT_FALSE(has(with_omp, "-ffast-math"));
+  // The include directory is the source tree's include/, which holds the public headers.
+  const auto include_flag = std::find_if(with_omp.flags.begin(), with_omp.flags.end(),
+                                         [](const std::string& f) { return f.starts_with("-I"); });
+  ASSERT_NE(include_flag, with_omp.flags.end());
+  EXPECT_TRUE(fs::exists(fs::path(include_flag->substr(2)) / "fieldflow" / "errors.h")) << *include_flag;
+}
+
+TEST(CompilerConfigTest, EnvironmentChoosesCompilerAndIncludeDir) {
+  {
+    ScopedEnv ff("FIELDFLOW_CXX", "my-ff-cxx");
+    ScopedEnv cxx("CXX", "my-cxx");
+    EXPECT_EQ(default_compiler_config().cxx, "my-ff-cxx");
+  }
+  {
+    ScopedEnv ff("FIELDFLOW_CXX", std::nullopt);
+    ScopedEnv cxx("CXX", "my-cxx");
+    EXPECT_EQ(default_compiler_config().cxx, "my-cxx");
+  }
+  {
+    ScopedEnv ff("FIELDFLOW_CXX", std::nullopt);
+    ScopedEnv cxx("CXX", std::nullopt);
+    EXPECT_EQ(default_compiler_config().cxx, "c++");
+  }
+  ScopedEnv include("FIELDFLOW_INCLUDE_DIR", "/opt/ff/include");
+  const auto flags = default_compiler_config().flags;
+  EXPECT_EQ(flags.back(), "-I/opt/ff/include");
+}
+
+TEST(CompilerConfigTest, IdentityIsStableAndCached) {
+  const std::string cxx = default_compiler_config().cxx;
+  const std::string identity = compiler_identity(cxx);
+  EXPECT_FALSE(identity.empty());
+  EXPECT_NE(identity.find('/'), std::string::npos) << identity;  // includes the resolved path
+  // After the first call no process is spawned: 1000 lookups take far less than one spawn each.
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(compiler_identity(cxx), identity);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(200));
+}
+
+TEST(CompilerConfigTest, NonexistentCompilerIsNamed) {
+  EXPECT_THROW(
+      {
+        try {
+          compiler_identity("/nonexistent/fieldflow-no-such-cxx");
+        } catch (const CompileError& e) {
+          EXPECT_NE(std::string(e.what()).find("/nonexistent/fieldflow-no-such-cxx"), std::string::npos);
+          throw;
+        }
+      },
+      CompileError);
+}
+
+// ---- cache location ------------------------------------------------------------------------
+
+TEST(ModuleCacheLocationTest, EnvironmentPrecedence) {
+  ScopedEnv home("HOME", "/home/someone");
+  {
+    ScopedEnv ff("FIELDFLOW_CACHE_DIR", "/ff/cache");
+    ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
+    EXPECT_EQ(ModuleCache::default_directory(), fs::path("/ff/cache"));
+    EXPECT_EQ(ModuleCache().directory(), fs::path("/ff/cache"));
+    EXPECT_EQ(ModuleCache("/explicit").directory(), fs::path("/explicit"));
+  }
+  {
+    ScopedEnv ff("FIELDFLOW_CACHE_DIR", std::nullopt);
+    ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
+    EXPECT_EQ(ModuleCache::default_directory(), fs::path("/xdg/fieldflow"));
+  }
+  ScopedEnv ff("FIELDFLOW_CACHE_DIR", std::nullopt);
+  ScopedEnv xdg("XDG_CACHE_HOME", std::nullopt);
+  EXPECT_EQ(ModuleCache::default_directory(), fs::path("/home/someone/.cache/fieldflow"));
+}
+
+// ---- get_or_build --------------------------------------------------------------------------
+
+TEST_F(ModuleCacheTest, MissThenHitReturnsSameWorkingModule) {
+  ModuleCache cache(cache_dir_);
+  const CompilerConfig with_omp = default_compiler_config(/*openmp=*/true);
+  const CacheEntry first = cache.get_or_build("answer", kAnswer42, with_omp, "pipeline-a");
+  EXPECT_FALSE(first.was_hit);
+  EXPECT_GT(first.compile_seconds, 0.0);
+  EXPECT_EQ(first.key.size(), 32u);
+  EXPECT_EQ(first.path, cache_dir_ / first.key / "module.so");
+  EXPECT_EQ(read_text(cache_dir_ / first.key / "source.cpp"), kAnswer42);
+  EXPECT_TRUE(fs::exists(cache_dir_ / first.key / "meta.json"));
+
+  const CacheEntry second = cache.get_or_build("answer", kAnswer42, with_omp, "pipeline-a");
+  EXPECT_TRUE(second.was_hit);
+  EXPECT_EQ(second.compile_seconds, 0.0);
+  EXPECT_EQ(second.key, first.key);
+  EXPECT_EQ(second.path, first.path);
+  EXPECT_EQ(call_answer(second.path), 42);
+}
+
+TEST_F(ModuleCacheTest, ChangedSourceGivesDifferentKeyAndModule) {
+  ModuleCache cache(cache_dir_);
+  const CacheEntry a = cache.get_or_build("answer", kAnswer42, config_, "");
+  const CacheEntry b = cache.get_or_build("answer", kAnswer43, config_, "");
+  EXPECT_FALSE(b.was_hit);
+  EXPECT_NE(a.key, b.key);
+  EXPECT_NE(a.path, b.path);
+  EXPECT_EQ(call_answer(a.path), 42);
+  EXPECT_EQ(call_answer(b.path), 43);
+  EXPECT_EQ(cache.list().size(), 2u);
+}
+
+TEST_F(ModuleCacheTest, FlagsAndExtraKeyArePartOfTheKey) {
+  ModuleCache cache(cache_dir_);
+  const std::string base = cache.key_for(kAnswer42, config_, "");
+  EXPECT_EQ(cache.key_for(kAnswer42, config_, ""), base);  // deterministic
+
+  CompilerConfig other_flags = config_;
+  other_flags.flags.push_back("-DFIELDFLOW_TEST=1");
+  EXPECT_NE(cache.key_for(kAnswer42, other_flags, ""), base);
+
+  // Same characters, split differently between flags: length prefixes keep the keys apart.
+  CompilerConfig split1 = config_, split2 = config_;
+  split1.flags.insert(split1.flags.end(), {"-DA", "B"});
+  split2.flags.insert(split2.flags.end(), {"-D", "AB"});
+  EXPECT_NE(cache.key_for(kAnswer42, split1, ""), cache.key_for(kAnswer42, split2, ""));
+
+  EXPECT_NE(cache.key_for(kAnswer42, config_, "pipeline-b"), base);
+  // Moving text from the end of the source into extra_key must not collide either.
+  EXPECT_NE(cache.key_for("ab", config_, "c"), cache.key_for("a", config_, "bc"));
+}
+
+TEST_F(ModuleCacheTest, CorruptedEntriesAreDetectedAndRebuilt) {
+  ModuleCache cache(cache_dir_);
+  const CacheEntry built = cache.get_or_build("answer", kAnswer42, config_, "");
+  const fs::path entry = cache_dir_ / built.key;
+
+  auto expect_rebuilt = [&](const char* what) {
+    SCOPED_TRACE(what);
+    const CacheEntry rebuilt = cache.get_or_build("answer", kAnswer42, config_, "");
+    EXPECT_FALSE(rebuilt.was_hit);
+    EXPECT_EQ(rebuilt.key, built.key);
+    EXPECT_EQ(call_answer(rebuilt.path), 42);
+    EXPECT_TRUE(cache.get_or_build("answer", kAnswer42, config_, "").was_hit);
+    EXPECT_TRUE(leftovers(cache_dir_).empty());
+  };
+
+  // A partial write: module.so cut in half.
+  fs::resize_file(entry / "module.so", fs::file_size(entry / "module.so") / 2);
+  expect_rebuilt("truncated module.so");
+
+  // Same size, different bytes: only the hash can tell.
+  {
+    std::fstream file(entry / "module.so", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(fs::file_size(entry / "module.so") / 2));
+    file.write("CORRUPTED!", 10);
+  }
+  expect_rebuilt("overwritten module.so");
+
+  fs::remove(entry / "meta.json");
+  expect_rebuilt("missing meta.json");
+}
+
+TEST_F(ModuleCacheTest, CompileErrorShowsDiagnosticsAndKeepsSource) {
+  ModuleCache cache(cache_dir_);
+  const std::string bad = "extern \"C\" int answer() { return fieldflow_undeclared_thing; }\n";
+  std::string message;
+  try {
+    cache.get_or_build("broken", bad, config_, "");
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    message = e.what();
+  }
+  const std::string key = cache.key_for(bad, config_, "");
+  const fs::path kept = cache_dir_ / "failed" / (key + ".cpp");
+  EXPECT_NE(message.find("fieldflow_undeclared_thing"), std::string::npos) << message;  // diagnostics
+  EXPECT_NE(message.find(config_.cxx), std::string::npos) << message;                 // command
+  EXPECT_NE(message.find(kept.string()), std::string::npos) << message;                // kept source
+  ASSERT_TRUE(fs::exists(kept));
+  EXPECT_EQ(read_text(kept), bad);
+  // Nothing half-built is published or left behind.
+  EXPECT_TRUE(cache.list().empty());
+  EXPECT_FALSE(fs::exists(cache_dir_ / key));
+  EXPECT_TRUE(leftovers(cache_dir_).empty());
+}
+
+TEST_F(ModuleCacheTest, ConcurrentProcessesAndThreadsCompileOnce) {
+  constexpr int kProcesses = 4;
+  constexpr int kThreads = 4;
+  // Child exit codes: 0 = correct module from a hit, 2 = correct module it compiled, else failure.
+  auto build_and_check = [&]() -> int {
+    ModuleCache cache(cache_dir_);
+    const CacheEntry entry = cache.get_or_build("answer", kAnswer42, config_, "");
+    if (call_answer(entry.path) != 42) return 1;
+    return entry.was_hit ? 0 : 2;
+  };
+
+  // Fork before any thread exists, so the children start from a consistent single-threaded state.
+  std::vector<pid_t> children;
+  for (int i = 0; i < kProcesses; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 1;
+      try {
+        code = build_and_check();
+      } catch (...) {
+      }
+      _exit(code);  // never return into the test framework in the child
+    }
+    children.push_back(pid);
+  }
+  std::atomic<int> thread_misses{0}, thread_failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      try {
+        const int code = build_and_check();
+        if (code == 2) ++thread_misses;
+        if (code == 1) ++thread_failures;
+      } catch (...) {
+        ++thread_failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  int process_misses = 0;
+  for (const pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    const int code = WEXITSTATUS(status);
+    EXPECT_TRUE(code == 0 || code == 2) << "child exit code " << code;
+    if (code == 2) ++process_misses;
+  }
+  EXPECT_EQ(thread_failures.load(), 0);
+  EXPECT_EQ(process_misses + thread_misses.load(), 1);  // exactly one compilation in total
+  EXPECT_EQ(ModuleCache(cache_dir_).list().size(), 1u);
+  EXPECT_TRUE(leftovers(cache_dir_).empty());
+}
+
+// ---- list / show / clear -------------------------------------------------------------------
+
+TEST_F(ModuleCacheTest, ListShowClear) {
+  ModuleCache cache(cache_dir_);
+  EXPECT_TRUE(cache.list().empty());  // directory does not exist yet: empty, not an error
+  EXPECT_EQ(cache.clear(), 0u);
+
+  const CacheEntry a = cache.get_or_build("first_program", kAnswer42, config_, "");
+  const CacheEntry b = cache.get_or_build("second_program", kAnswer43, config_, "");
+  const auto listing = cache.list();
+  ASSERT_EQ(listing.size(), 2u);
+  for (const auto& item : listing) {
+    const bool is_a = item.key == a.key;
+    EXPECT_TRUE(is_a || item.key == b.key);
+    EXPECT_EQ(item.name, is_a ? "first_program" : "second_program");
+    EXPECT_GT(item.size_bytes, fs::file_size(is_a ? a.path : b.path));  // module + source + meta
+    EXPECT_EQ(item.created.size(), 20u) << item.created;               // 2024-01-02T03:04:05Z
+  }
+
+  const std::string shown = cache.show(a.key);
+  EXPECT_NE(shown.find("\"first_program\""), std::string::npos) << shown;
+  EXPECT_NE(shown.find(a.key), std::string::npos) << shown;
+  EXPECT_NE(shown.find((cache_dir_ / a.key / "source.cpp").string()), std::string::npos) << shown;
+  EXPECT_THROW(cache.show("../../etc/passwd"), CacheError);
+  EXPECT_THROW(cache.show(std::string(32, '0')), CacheError);
+
+  EXPECT_EQ(cache.clear(), 2u);
+  EXPECT_TRUE(cache.list().empty());
+  EXPECT_TRUE(fs::is_empty(cache_dir_));  // entries, locks and all
+  // The cache still works after clearing.
+  EXPECT_FALSE(cache.get_or_build("first_program", kAnswer42, config_, "").was_hit);
+}
+
+TEST_F(ModuleCacheTest, UnusableDirectoryIsNamed) {
+  // A path below a regular file cannot be created, whoever runs the test (even root).
+  const fs::path blocker = dir_ / "a_file";
+  std::ofstream(blocker) << "x";
+  const fs::path impossible = blocker / "cache";
+  ModuleCache cache(impossible);
+  try {
+    cache.get_or_build("answer", kAnswer42, config_, "");
+    FAIL() << "expected a CacheError";
+  } catch (const CacheError& e) {
+    EXPECT_NE(std::string(e.what()).find(impossible.string()), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ModuleCacheTest, CompilerFromEnvironmentThatDoesNotExistIsNamed) {
+  for (const char* missing : {"/nonexistent/dir/fieldflow-missing-cxx", "fieldflow-missing-cxx-in-path"}) {
+    ScopedEnv ff("FIELDFLOW_CXX", missing);
+    ModuleCache cache(cache_dir_);
+    try {
+      cache.get_or_build("answer", kAnswer42, default_compiler_config(false), "");
+      FAIL() << "expected a CompileError for " << missing;
+    } catch (const CompileError& e) {
+      EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("FIELDFLOW_CXX"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// ---- loading -------------------------------------------------------------------------------
+
+TEST_F(ModuleCacheTest, MissingSymbolIsNamed) {
+  ModuleCache cache(cache_dir_);
+  const CacheEntry entry = cache.get_or_build("answer", kAnswer42, config_, "");
+  LoadedModule module(entry.path);
+  EXPECT_NE(module.symbol("answer"), nullptr);
+  try {
+    module.symbol("fieldflow_no_such_entry_point");
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("fieldflow_no_such_entry_point"), std::string::npos) << message;
+    EXPECT_NE(message.find(entry.path.string()), std::string::npos) << message;
+  }
+  // Moving transfers ownership; the moved-to module still works.
+  LoadedModule moved = std::move(module);
+  EXPECT_EQ(reinterpret_cast<int (*)()>(moved.symbol("answer"))(), 42);
+}
+
+TEST_F(ModuleCacheTest, LoadingANonModuleFails) {
+  const fs::path not_a_module = dir_ / "not_a_module.so";
+  std::ofstream(not_a_module) << "this is not an ELF file";
+  try {
+    LoadedModule module(not_a_module);
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find(not_a_module.string()), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fieldflow::toolchain
