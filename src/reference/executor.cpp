@@ -164,8 +164,13 @@ class Interpreter {
         return dispatch(e.args[0]->type.dtype,
                         [&]<class T>() { return reference::apply_binary<T>(e.bop, scalar_as<T>(a), scalar_as<T>(b)); });
       }
-      case ExprKind::where:
-        return eval(*e.args[0], pt).as_int() ? eval(*e.args[1], pt, component) : eval(*e.args[2], pt, component);
+      case ExprKind::where: {
+        // Both branches are evaluated, as in compiled code: where is a pointwise select, so a
+        // branch must be readable even where it is not chosen (concat_where is the lazy one).
+        const bool c = eval(*e.args[0], pt).as_int() != 0;
+        const Scalar a = eval(*e.args[1], pt, component), b = eval(*e.args[2], pt, component);
+        return c ? a : b;
+      }
       case ExprKind::concat_where: {
         const std::int64_t i = pt.index[slot(e.dim)], b = e.bound.evaluate(call_.sizes);
         bool c = false;

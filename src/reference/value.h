@@ -1,22 +1,16 @@
 #pragma once
 // Typed scalar arithmetic of the reference executor. Each dtype computes in its own C++ type
-// (float32 in float, with std:: math overloads) so results match compiled code bit for bit.
+// (float32 in float, with std:: math overloads) and shares the integer/min/max helpers of
+// fieldflow/abi.h with generated code, so results match compiled code bit for bit.
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
+#include "fieldflow/abi.h"
 #include "fieldflow/field.h"
 #include "fieldflow/ir.h"
 
 namespace fieldflow::reference {
-
-// Integer division by zero yields 0 in every backend (documented in docs/language.md) rather
-// than trapping inside a model's time loop.
-template <class T> T int_div(T a, T b) {
-  if (b == 0) return 0;
-  if (b == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));
-  return a / b;
-}
 
 template <class T> Scalar apply_unary(ir::UnaryOp op, T x) {
   using ir::UnaryOp;
@@ -24,8 +18,8 @@ template <class T> Scalar apply_unary(ir::UnaryOp op, T x) {
     return Scalar(!x);  // only logical_not is typed for bool
   } else if constexpr (std::is_integral_v<T>) {
     switch (op) {
-      case UnaryOp::neg: return Scalar(static_cast<T>(0 - x));
-      case UnaryOp::abs: return Scalar(static_cast<T>(x < 0 ? 0 - x : x));
+      case UnaryOp::neg: return Scalar(abi::ff_neg(x));
+      case UnaryOp::abs: return Scalar(abi::ff_iabs(x));
       default: break;
     }
     return Scalar(x);
@@ -76,12 +70,9 @@ template <class T> Scalar apply_binary(ir::BinaryOp op, T a, T b) {
       case BinaryOp::sub: return Scalar(static_cast<T>(a - b));
       case BinaryOp::mul: return Scalar(static_cast<T>(a * b));
       case BinaryOp::div:
-        if constexpr (std::is_integral_v<T>) return Scalar(int_div(a, b));
-        else return Scalar(static_cast<T>(a / b));
-      // minimum/maximum follow std::min/std::max (the second operand wins only when strictly
-      // smaller/larger), the form compilers vectorise into min/max instructions.
-      case BinaryOp::minimum: return Scalar(b < a ? b : a);
-      case BinaryOp::maximum: return Scalar(a < b ? b : a);
+        return Scalar(abi::ff_div(a, b));
+      case BinaryOp::minimum: return Scalar(abi::ff_min(a, b));
+      case BinaryOp::maximum: return Scalar(abi::ff_max(a, b));
       case BinaryOp::fmod:
         if constexpr (std::is_floating_point_v<T>) return Scalar(std::fmod(a, b));
         break;

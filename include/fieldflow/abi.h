@@ -1,0 +1,72 @@
+/* The C ABI between fieldflow's runtime and generated program modules (JIT- or AOT-built alike).
+ * Deliberately tiny: the JIT compiles it on every cache miss. A module exports
+ *   int32_t ff_abi_version(void);              returns FF_ABI_VERSION
+ *   int32_t ff_run(const ff_call* call);       runs every kernel in order; 0 or an ff_error code
+ * The runtime fills ff_call: one ff_buffer per field parameter (by parameter index) followed by
+ * one per transient, tables and scalars by parameter index, and each kernel's loop box. */
+#ifndef FIELDFLOW_ABI_H
+#define FIELDFLOW_ABI_H
+#include <stdint.h>
+
+#define FF_ABI_VERSION 1
+#define FF_MAX_DIMS 8
+
+typedef struct ff_buffer {
+  void* data;
+  int64_t offset;                /* element offset of the all-zero index: -sum(origin * stride) */
+  int64_t strides[FF_MAX_DIMS];  /* elements, per dimension in canonical order */
+  int64_t lo[FF_MAX_DIMS];       /* the index box the buffer covers, for in-kernel checks */
+  int64_t hi[FF_MAX_DIMS];
+} ff_buffer;
+
+typedef struct ff_table {
+  const int32_t* data; /* row-major [n_source][max_neighbors], -1 = missing */
+  int64_t n_source;
+} ff_table;
+
+typedef struct ff_scalar {
+  int64_t i; /* bool and integer scalars */
+  double f;  /* float scalars */
+} ff_scalar;
+
+enum ff_error {
+  ff_ok = 0,
+  ff_error_dynamic_offset = 1,   /* a dynamic vertical offset left the field's extent */
+  ff_error_missing_neighbor = 2, /* a fixed-index neighbour shift hit a skip value (-1) */
+};
+
+typedef struct ff_call {
+  const ff_buffer* buffers;
+  const ff_table* tables;
+  const ff_scalar* scalars;
+  const int64_t* domains; /* per kernel: FF_MAX_DIMS x (lo, hi) over its loop dims, canonical order */
+  int32_t* error;         /* first failed in-kernel check (ff_error), written atomically */
+  int32_t num_threads;    /* > 0 */
+} ff_call;
+
+#ifdef __cplusplus
+/* Scalar semantics shared by the reference executor and generated code, so both compute the
+ * same bits: integer division by zero is 0 (no trap inside a model's time loop), negation wraps,
+ * minimum/maximum are std::min/std::max (the second operand wins only if strictly smaller/larger,
+ * the form compilers turn into min/max instructions). */
+namespace fieldflow::abi {
+template <class T> inline T ff_div(T a, T b) {
+  if constexpr (static_cast<T>(0.5) == 0) {  // integers
+    if (b == 0) return 0;
+    if (b == -1) return static_cast<T>(0 - static_cast<unsigned long long>(a));
+    return static_cast<T>(a / b);
+  } else {
+    return a / b;
+  }
+}
+template <class T> inline T ff_neg(T a) {
+  if constexpr (static_cast<T>(0.5) == 0) return static_cast<T>(0 - static_cast<unsigned long long>(a));
+  else return -a;
+}
+template <class T> inline T ff_min(T a, T b) { return b < a ? b : a; }
+template <class T> inline T ff_max(T a, T b) { return a < b ? b : a; }
+template <class T> inline T ff_iabs(T a) { return a < 0 ? ff_neg(a) : a; } /* integers; floats use std::abs */
+}  // namespace fieldflow::abi
+#endif
+
+#endif /* FIELDFLOW_ABI_H */

@@ -1,0 +1,186 @@
+// Concrete extents of a schedule for one call's sizes (see schedule.h).
+#include <fmt/format.h>
+#include <limits>
+
+#include "fieldflow/errors.h"
+#include "ir/schedule.h"
+
+namespace fieldflow::ir {
+
+namespace {
+
+constexpr std::int64_t empty_lo = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t empty_hi = std::numeric_limits<std::int64_t>::min();
+
+Box empty_box(const std::vector<Dimension>& dims) {
+  return {dims, std::vector<std::int64_t>(dims.size(), empty_lo), std::vector<std::int64_t>(dims.size(), empty_hi)};
+}
+
+void unite(Box& into, const Box& b) {
+  for (std::size_t a = 0; a < into.dims.size(); ++a) {
+    const int i = b.axis(into.dims[a]);
+    if (i < 0) continue;
+    into.lo[a] = std::min(into.lo[a], b.lo[i]);
+    into.hi[a] = std::max(into.hi[a], b.hi[i]);
+  }
+}
+
+// The part [lo, hi) of [lo, hi) where `index cmp bound` has the given outcome, as a bounding range.
+std::pair<std::int64_t, std::int64_t> restrict(std::int64_t lo, std::int64_t hi, CompareOp cmp, std::int64_t b,
+                                               bool outcome) {
+  // Normalise to "index in [a, c)" or its complement.
+  std::int64_t a = 0, c = 0;
+  bool inside = outcome;
+  switch (cmp) {
+    case CompareOp::less: a = empty_hi; c = b; break;
+    case CompareOp::less_equal: a = empty_hi; c = b + 1; break;
+    case CompareOp::greater: a = b + 1; c = empty_lo; break;
+    case CompareOp::greater_equal: a = b; c = empty_lo; break;
+    case CompareOp::equal: a = b; c = b + 1; break;
+    case CompareOp::not_equal: a = b; c = b + 1; inside = !outcome; break;
+  }
+  if (inside) return {std::max(lo, a), std::min(hi, c)};
+  // Complement of [a, c) within [lo, hi): two pieces, keep their bounding range.
+  const bool left = lo < std::min(hi, a), right = std::max(lo, c) < hi;
+  if (left && right) return {lo, hi};
+  if (left) return {lo, std::min(hi, a)};
+  if (right) return {std::max(lo, c), hi};
+  return {0, 0};
+}
+
+std::int64_t size_symbol(const std::map<std::string, std::int64_t>& sizes, const Dimension& d) {
+  auto it = sizes.find(location_size_symbol(d));
+  if (it == sizes.end())
+    throw ArgumentError(fmt::format("size of {} is unknown: expected size symbol '{}' (taken from the neighbour "
+                                    "tables of a call)", d.name, location_size_symbol(d)));
+  return it->second;
+}
+
+}  // namespace
+
+int Box::axis(const Dimension& d) const {
+  for (std::size_t a = 0; a < dims.size(); ++a)
+    if (dims[a] == d) return static_cast<int>(a);
+  return -1;
+}
+
+std::int64_t Box::count() const {
+  std::int64_t n = 1;
+  for (std::size_t a = 0; a < dims.size(); ++a) n *= std::max<std::int64_t>(0, hi[a] - lo[a]);
+  return n;
+}
+
+std::string Box::to_string() const {
+  std::string s = "{";
+  for (std::size_t a = 0; a < dims.size(); ++a) s += fmt::format("{}{}: [{}, {})", a ? ", " : "", dims[a].name, lo[a], hi[a]);
+  return s + "}";
+}
+
+std::string location_size_symbol(const Dimension& d) { return "len(" + d.name + ")"; }
+
+ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, std::int64_t>& sizes) {
+  ConcreteExtents out;
+  out.kernel_domains.resize(s.kernels.size());
+  for (const auto& t : s.transients) out.transient_boxes.push_back(empty_box(t.dims));
+  for (int k = static_cast<int>(s.kernels.size()) - 1; k >= 0; --k) {
+    const Kernel& kern = s.kernels[k];
+    Box box;
+    if (!kern.domain.empty()) {
+      for (const auto& r : kern.domain) {
+        box.dims.push_back(r.dim);
+        box.lo.push_back(r.lo.evaluate(sizes));
+        box.hi.push_back(r.hi.evaluate(sizes));
+      }
+    } else {
+      // A transient producer covers what its consumers read.
+      const int t0 = s.transient_index(kern.outputs.at(0));
+      FIELDFLOW_ASSERT(t0 >= 0, "kernel without a domain must produce a transient");
+      box = out.transient_boxes[t0];
+      for (const auto& o : kern.outputs) unite(box, out.transient_boxes[s.transient_index(o)]);
+      const Transient& t = s.transients[t0];
+      if (t.swept && box.count() > 0) {
+        // A scan sweeps exactly its statement's range, as the language defines it.
+        const Stmt& st = s.program.stmts.at(kern.stmt);
+        for (const auto& r : st.domain)
+          if (r.dim == *t.swept) {
+            const int a = box.axis(r.dim);
+            const std::int64_t lo = r.lo.evaluate(sizes), hi = r.hi.evaluate(sizes);
+            if (box.lo[a] < lo || box.hi[a] > hi)
+              throw DomainError(fmt::format("program '{}', call '{}': reads scan '{}' at {} in [{}, {}), outside "
+                                            "the swept range [{}, {})", s.program.name, st.op, kern.name,
+                                            r.dim.name, box.lo[a], box.hi[a], lo, hi));
+            box.lo[a] = lo;
+            box.hi[a] = hi;
+          }
+      }
+      for (std::size_t a = 0; a < box.dims.size(); ++a)
+        if (box.hi[a] < box.lo[a]) box.lo[a] = box.hi[a] = 0;  // nobody reads it
+      for (const auto& o : kern.outputs) out.transient_boxes[s.transient_index(o)] = box;
+    }
+    out.kernel_domains[k] = box;
+    if (box.count() == 0) continue;
+    for (const Access& acc : kern.accesses) {
+      Box sub = box;
+      bool active = true;
+      for (const auto& [ci, outcome] : acc.constraints) {
+        const Condition& c = kern.conditions[ci];
+        const int a = sub.axis(c.dim);
+        if (a < 0) continue;
+        auto [lo, hi] = restrict(sub.lo[a], sub.hi[a], c.cmp, c.bound.evaluate(sizes), outcome);
+        if (hi <= lo) { active = false; break; }
+        sub.lo[a] = lo;
+        sub.hi[a] = hi;
+      }
+      if (!active) continue;
+      Box need;
+      for (const DimAccess& d : acc.dims) {
+        std::int64_t lo = 0, hi = 0;
+        switch (d.kind) {
+          case DimAccess::Kind::loop: {
+            const int a = sub.axis(d.dim);
+            FIELDFLOW_ASSERT(a >= 0, "loop access along a dimension the kernel does not loop over");
+            lo = sub.lo[a] + d.min_offset;
+            hi = sub.hi[a] + d.max_offset;
+            break;
+          }
+          case DimAccess::Kind::table:
+            lo = d.min_offset;
+            hi = size_symbol(sizes, d.dim) + d.max_offset;
+            break;
+          case DimAccess::Kind::local: lo = 0; hi = d.extent; break;
+          case DimAccess::Kind::dynamic: {
+            // Checked in the kernel; a transient still needs the kernel's own range.
+            const int a = sub.axis(d.dim);
+            lo = a >= 0 ? sub.lo[a] : 0;
+            hi = a >= 0 ? sub.hi[a] : 0;
+            break;
+          }
+        }
+        need.dims.push_back(d.dim);
+        need.lo.push_back(lo);
+        need.hi.push_back(hi);
+      }
+      const int t = s.transient_index(acc.buffer);
+      if (t >= 0) {
+        unite(out.transient_boxes[t], need);
+      } else {
+        auto it = out.param_reads.find(acc.buffer);
+        if (it == out.param_reads.end()) {
+          const Param* p = s.program.find(acc.buffer);
+          it = out.param_reads.emplace(acc.buffer, empty_box(p->type.dims)).first;
+        }
+        unite(it->second, need);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtents& e) {
+  std::vector<std::size_t> bytes;
+  for (std::size_t t = 0; t < s.transients.size(); ++t)
+    bytes.push_back(static_cast<std::size_t>(e.transient_boxes[t].count()) * size_of(s.transients[t].dtype));
+  return bytes;
+}
+
+}  // namespace fieldflow::ir

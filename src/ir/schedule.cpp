@@ -1,0 +1,70 @@
+// Printing of schedules (kernels, transients, accesses): the observable output of the passes.
+#include <fmt/format.h>
+
+#include "ir/schedule.h"
+
+namespace fieldflow::ir {
+
+int Schedule::transient_index(const std::string& name) const {
+  for (std::size_t i = 0; i < transients.size(); ++i)
+    if (transients[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
+std::string print_access(const Access& a, const Kernel& k) {
+  std::string s = a.buffer + "[";
+  for (std::size_t i = 0; i < a.dims.size(); ++i) {
+    const DimAccess& d = a.dims[i];
+    s += i ? ", " : "";
+    switch (d.kind) {
+      case DimAccess::Kind::loop:
+        s += d.min_offset == d.max_offset ? fmt::format("{}{:+d}", d.dim.name, d.min_offset)
+                                          : fmt::format("{}{:+d}..{:+d}", d.dim.name, d.min_offset, d.max_offset);
+        break;
+      case DimAccess::Kind::table: s += fmt::format("{}:table", d.dim.name); break;
+      case DimAccess::Kind::local: s += fmt::format("{}:0..{}", d.dim.name, d.extent); break;
+      case DimAccess::Kind::dynamic: s += fmt::format("{}:dynamic", d.dim.name); break;
+    }
+  }
+  s += "]";
+  for (const auto& [ci, outcome] : a.constraints) {
+    const Condition& c = k.conditions[ci];
+    s += fmt::format(" if {}({} {} {})", outcome ? "" : "!", c.dim.name, to_string(c.cmp), c.bound.to_string());
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string Schedule::print() const {
+  std::string s = fmt::format("schedule {} (layout {})\n", program.name, to_string(layout));
+  for (const Transient& t : transients) {
+    std::string dims;
+    for (std::size_t i = 0; i < t.dims.size(); ++i) dims += (i ? ", " : "") + t.dims[i].name;
+    s += fmt::format("transient {} : {}[{}] storage {} produced by kernel {} live [{}, {}]{}\n", t.name,
+                     fieldflow::to_string(t.dtype), dims, fieldflow::to_string(t.storage), t.producer, t.first_kernel,
+                     t.last_kernel, t.swept ? fmt::format(" swept along {}", t.swept->name) : "");
+  }
+  for (std::size_t k = 0; k < kernels.size(); ++k) {
+    const Kernel& kern = kernels[k];
+    std::string outs;
+    for (std::size_t i = 0; i < kern.outputs.size(); ++i) outs += (i ? ", " : "") + kern.outputs[i];
+    s += fmt::format("kernel {} '{}' {} -> ({}) over {}\n", k, kern.name,
+                     kern.kind == KernelKind::scan ? "scan" : "pointwise", outs,
+                     kern.domain.empty() ? std::string("extent of its outputs") : to_string(kern.domain));
+    for (const Access& a : kern.accesses) s += "  reads " + print_access(a, kern) + "\n";
+    std::string body = ir::print(*kern.value);
+    std::string indented;
+    for (std::size_t pos = 0; pos < body.size();) {
+      const std::size_t nl = body.find('\n', pos);
+      indented += "  " + body.substr(pos, nl - pos) + "\n";
+      pos = nl == std::string::npos ? body.size() : nl + 1;
+    }
+    s += indented;
+  }
+  return s;
+}
+
+}  // namespace fieldflow::ir

@@ -1,0 +1,111 @@
+#pragma once
+// ir::Schedule: what the lowering passes decide, as plain data. Ordered kernels over domains and
+// the transients they exchange. Everything here prints, so passes are tested on IR alone, and the
+// runtime evaluates it (extents, memory plan) for each call's sizes without re-running passes.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fieldflow/field.h"
+#include "fieldflow/ir.h"
+#include "fieldflow/memory.h"
+
+namespace fieldflow::ir {
+
+// An index condition of a concat_where, evaluated at a kernel's loop position.
+struct Condition {
+  Dimension dim;
+  CompareOp cmp = CompareOp::equal;
+  SymExpr bound;
+  friend bool operator==(const Condition& a, const Condition& b) {
+    return a.dim == b.dim && a.cmp == b.cmp && a.bound == b.bound;
+  }
+};
+
+// How one read of a buffer indexes one of the buffer's dimensions.
+struct DimAccess {
+  enum class Kind : std::uint8_t {
+    loop,     // the kernel's loop index along `dim` plus an offset in [min_offset, max_offset]
+    table,    // an index read from a neighbour table: anywhere in [0, size of dim)
+    local,    // a neighbour slot: [0, max_neighbors)
+    dynamic,  // loop index plus a data-dependent offset: bounds-checked inside the kernel
+  };
+  Dimension dim;
+  Kind kind = Kind::loop;
+  std::int64_t min_offset = 0, max_offset = 0;
+  int extent = 0;  // local: max_neighbors
+};
+
+// A read of a buffer (a field parameter or a transient) somewhere in a kernel, possibly only in
+// the branch of some concat_where conditions (constraints: condition index, required outcome).
+struct Access {
+  std::string buffer;
+  std::vector<DimAccess> dims;
+  std::vector<std::pair<int, bool>> constraints;
+};
+
+enum class KernelKind : std::uint8_t { pointwise, scan };
+
+struct Kernel {
+  std::string name;
+  KernelKind kind = KernelKind::pointwise;
+  int stmt = -1;                     // the program statement it comes from
+  Domain domain;                     // statement kernels; empty: the extent of what it produces
+  std::vector<std::string> outputs;  // parameters or transients, one per value element
+  ExprPtr value;                     // pointwise: the value; scan: the scan node
+  std::vector<Condition> conditions;           // filled by infer_accesses
+  std::vector<Access> accesses;                // filled by infer_accesses
+  std::vector<std::string> connectivities;     // tables the kernel reads
+  bool has_dynamic_shift = false;              // in-kernel bounds checks needed
+  bool has_fixed_neighbor_shift = false;       // in-kernel skip-value checks needed
+};
+
+struct Transient {
+  std::string name;
+  DType dtype = DType::float64;
+  std::vector<Dimension> dims;  // canonical order
+  Storage storage = Storage::host_heap;
+  int producer = -1;            // kernel index
+  int first_kernel = -1, last_kernel = -1;  // live range (inclusive), filled by analyze_lifetimes
+  std::optional<Dimension> swept;           // scan results: the sweep covers exactly the statement's range
+};
+
+struct Schedule {
+  Program program;
+  Layout layout = Layout::vertical_fastest;
+  std::vector<Kernel> kernels;
+  std::vector<Transient> transients;
+  int transient_index(const std::string& name) const;  // -1 if not a transient
+  std::string print() const;
+};
+
+// Concrete index boxes for one set of sizes.
+struct Box {
+  std::vector<Dimension> dims;
+  std::vector<std::int64_t> lo, hi;
+  int axis(const Dimension& d) const;
+  std::int64_t count() const;  // number of points (0 if any range is empty)
+  std::string to_string() const;
+};
+
+struct ConcreteExtents {
+  std::vector<Box> kernel_domains;         // per kernel: the loop box
+  std::vector<Box> transient_boxes;        // per transient: the box it must cover
+  std::map<std::string, Box> param_reads;  // per field parameter: the box the call reads
+};
+
+// Size symbols of a call: int scalar parameters by name, plus "len(<Location>)" for every
+// horizontal dimension a neighbour table indexes (from the tables' n_source / n_target).
+std::string location_size_symbol(const Dimension& d);
+
+// Extents for given sizes: walks kernels from last to first, so a transient covers exactly what
+// its consumers read (in the branches of concat_where that run), and scan results cover exactly
+// their statement's range along the swept dimension. Throws DomainError when a consumer reads a
+// scan outside its swept range.
+ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, std::int64_t>& sizes);
+
+// Bytes of each transient for given extents (dense boxes).
+std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtents& e);
+
+}  // namespace fieldflow::ir

@@ -1,0 +1,68 @@
+#include "passes/infer_accesses.h"
+
+#include <algorithm>
+
+#include "fieldflow/errors.h"
+#include "ir/positions.h"
+
+namespace fieldflow::passes {
+
+namespace {
+
+using ir::Access;
+using ir::DimAccess;
+
+bool same_shape(const Access& a, const Access& b) {
+  if (a.buffer != b.buffer || a.constraints != b.constraints || a.dims.size() != b.dims.size()) return false;
+  for (std::size_t i = 0; i < a.dims.size(); ++i)
+    if (!(a.dims[i].dim == b.dims[i].dim) || a.dims[i].kind != b.dims[i].kind) return false;
+  return true;
+}
+
+void add_access(std::vector<Access>& list, Access a) {
+  for (Access& b : list)
+    if (same_shape(a, b)) {
+      for (std::size_t i = 0; i < a.dims.size(); ++i) {
+        b.dims[i].min_offset = std::min(b.dims[i].min_offset, a.dims[i].min_offset);
+        b.dims[i].max_offset = std::max(b.dims[i].max_offset, a.dims[i].max_offset);
+      }
+      return;
+    }
+  list.push_back(std::move(a));
+}
+
+}  // namespace
+
+void infer_accesses(ir::Schedule& s) {
+  for (ir::Kernel& k : s.kernels) {
+    k.accesses.clear();
+    k.conditions.clear();
+    k.connectivities.clear();
+    std::vector<Dimension> loop;
+    if (!k.domain.empty())
+      for (const auto& r : k.domain) loop.push_back(r.dim);
+    else
+      loop = s.transients[s.transient_index(k.outputs[0])].dims;
+    ir::walk_positions(k.value, ir::loop_position(loop), k.conditions,
+                       [&](const ir::Expr& e, const ir::Position& p, int) {
+                         if (e.kind == ir::ExprKind::neighbor_shift || e.kind == ir::ExprKind::reduce) {
+                           if (std::find(k.connectivities.begin(), k.connectivities.end(), e.conn.name) ==
+                               k.connectivities.end())
+                             k.connectivities.push_back(e.conn.name);
+                           if (e.kind == ir::ExprKind::neighbor_shift && e.offset >= 0) k.has_fixed_neighbor_shift = true;
+                         }
+                         if (e.kind == ir::ExprKind::dynamic_shift) k.has_dynamic_shift = true;
+                         if (e.kind != ir::ExprKind::field_ref) return true;
+                         Access a{e.name, {}, p.constraints};
+                         for (const Dimension& d : e.type.dims) {
+                           const ir::Coord* c = p.find(d);
+                           FIELDFLOW_ASSERT(c, "read of " + e.name + " at a position without " + d.name);
+                           a.dims.push_back({d, c->kind, c->offset, c->offset, c->extent});
+                         }
+                         add_access(k.accesses, std::move(a));
+                         return true;
+                       });
+  }
+}
+
+}  // namespace fieldflow::passes

@@ -1,0 +1,100 @@
+// The lowering pipeline, top to bottom. Each step names a pass (one file each in this folder),
+// runs it, and reports it to an optional observer (the CLI prints the schedule after any pass
+// and times them).
+#include "passes/pipeline.h"
+
+#include <chrono>
+#include <fmt/format.h>
+
+#include "fieldflow/errors.h"
+#include "passes/analyze_lifetimes.h"
+#include "passes/assign_storage.h"
+#include "passes/break_write_hazards.h"
+#include "passes/build_kernels.h"
+#include "passes/infer_accesses.h"
+#include "passes/select_transients.h"
+
+namespace fieldflow::passes {
+
+namespace {
+
+struct Step {
+  const char* name;
+  std::function<void(ir::Schedule&, const PipelineOptions&)> run;
+};
+
+const std::vector<Step>& steps() {
+  static const std::vector<Step> list = {
+      {"build_kernels", [](ir::Schedule& s, const PipelineOptions&) { build_kernels(s); }},
+      // Before anything reasons about reads: afterwards every kernel value only contains
+      // pointwise code, shifts of buffers and reductions, which the later passes rely on.
+      {"select_transients", [](ir::Schedule& s, const PipelineOptions&) { select_transients(s); }},
+      {"infer_accesses", [](ir::Schedule& s, const PipelineOptions&) { infer_accesses(s); }},
+      // Needs the access summaries to see which outputs are read at other points.
+      {"break_write_hazards", [](ir::Schedule& s, const PipelineOptions&) { break_write_hazards(s); }},
+      // Last structural change is done: live ranges are final.
+      {"analyze_lifetimes", [](ir::Schedule& s, const PipelineOptions&) { analyze_lifetimes(s); }},
+      {"assign_storage", [](ir::Schedule& s, const PipelineOptions& o) { assign_storage(s, o.target); }},
+  };
+  return list;
+}
+
+}  // namespace
+
+ir::Schedule lower(const ir::Program& program, const PipelineOptions& options) {
+  ir::verify(program);
+  ir::Schedule s;
+  s.program = program;
+  s.layout = options.layout;
+  for (const Step& step : steps()) {
+    const std::string before = options.after_pass ? s.print() : std::string();
+    const auto t0 = std::chrono::steady_clock::now();
+    step.run(s, options);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+#ifndef NDEBUG
+    verify_schedule(s);
+#else
+    if (options.verify_each) verify_schedule(s);
+#endif
+    if (options.after_pass) options.after_pass(step.name, s, s.print() != before, seconds);
+  }
+  verify_schedule(s);
+  return s;
+}
+
+std::string pipeline_description() {
+  std::string d = "fieldflow-pipeline-v1:";
+  for (const Step& step : steps()) d += std::string(step.name) + ",";
+  return d;
+}
+
+void verify_schedule(const ir::Schedule& s) {
+  std::vector<bool> produced(s.transients.size(), false);
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    const ir::Kernel& kern = s.kernels[k];
+    FIELDFLOW_ASSERT(kern.value, fmt::format("kernel {} has no value", k));
+    for (const ir::Expr* e : ir::post_order(kern.value)) {
+      if (e->kind != ir::ExprKind::field_ref) continue;
+      const int t = s.transient_index(e->name);
+      if (t >= 0) {
+        FIELDFLOW_ASSERT(produced[t], fmt::format("kernel {} reads transient {} before it is produced", k, e->name));
+      } else {
+        const ir::Param* p = s.program.find(e->name);
+        FIELDFLOW_ASSERT(p && p->kind == ir::ParamKind::field, fmt::format("kernel {} reads unknown buffer {}", k, e->name));
+      }
+      if (kern.kind == ir::KernelKind::pointwise || e != kern.value.get()) continue;
+    }
+    for (const ir::Expr* e : ir::post_order(kern.value))
+      FIELDFLOW_ASSERT(e->kind != ir::ExprKind::scan || (kern.kind == ir::KernelKind::scan && e == kern.value.get()),
+                       fmt::format("kernel {} contains a scan that is not its root", k));
+    for (const auto& o : kern.outputs) {
+      const int t = s.transient_index(o);
+      if (t >= 0) produced[t] = true;
+      else FIELDFLOW_ASSERT(s.program.find(o), fmt::format("kernel {} writes unknown buffer {}", k, o));
+    }
+    FIELDFLOW_ASSERT(!kern.domain.empty() || (!kern.outputs.empty() && s.transient_index(kern.outputs[0]) >= 0),
+                     fmt::format("kernel {} has neither a domain nor a transient output", k));
+  }
+}
+
+}  // namespace fieldflow::passes
