@@ -16,11 +16,13 @@ namespace fieldflow {
 
 enum class Device : std::uint8_t { cpu, cuda };
 std::string_view to_string(Device d);
+Device parse_device(std::string_view name);  // "cpu" | "cuda"; throws OptionError naming both
 
 // Where a transient lives. Only host_heap and gpu_global map to a device; the others exist so
 // that a schedule naming them is rejected with a clear error instead of being misplaced.
 enum class Storage : std::uint8_t { host_heap, gpu_global, gpu_shared, host_pinned };
 std::string_view to_string(Storage s);
+Storage parse_storage(std::string_view name);  // throws OptionError listing the valid names
 Device device_of(Storage s);  // throws StorageError naming the storage
 
 enum class TransientMemoryMode : std::uint8_t { scoped, persistent, pool, external };
@@ -49,6 +51,8 @@ struct Workspace {
 using ExternalMemoryAllocator = std::function<Workspace(const AllocationRequest&)>;
 
 // The memory part of the compile options. Checked by validate() when the program is compiled.
+// The allocator serves every device, so it cannot be combined with a workspace entry: which of
+// the two would provide that device's memory would be ambiguous.
 struct MemoryOptions {
   std::optional<TransientMemoryMode> mode;         // unset: pool, or external if memory is supplied
   ExternalMemoryAllocator external_memory_allocator;  // called once per instance and device
@@ -56,6 +60,7 @@ struct MemoryOptions {
 
   // The effective mode; throws OptionError for any inconsistent combination (see design §3).
   TransientMemoryMode resolved_mode() const;
+  void validate() const { (void)resolved_mode(); }
 };
 
 // Bytes and alignment a program needs on one device for given sizes.
@@ -86,6 +91,8 @@ struct MemoryPlan {
   std::size_t packed_bytes = 0;       // after liveness-based packing
   std::size_t lower_bound_bytes = 0;  // peak of simultaneously live bytes
   std::size_t bytes_on(Device d) const;  // packed bytes needed on one device
+  // What a workspace must provide: one entry per device that holds a transient (bytes may be 0).
+  std::vector<WorkspaceRequirement> requirements() const;
 };
 
 // Counters per compiled-program instance, so steady-state behaviour can be checked.
@@ -97,18 +104,36 @@ struct MemoryStats {
   std::uint64_t system_frees = 0;
   std::uint64_t pool_hits = 0;
   std::uint64_t pool_misses = 0;
+  std::uint64_t stream_allocations = 0;  // device pool, stream-ordered (cudaMallocAsync)
+  std::uint64_t stream_frees = 0;
+  std::uint64_t release_actions = 0;     // Workspace::release run for allocator-supplied blocks
   std::uint64_t bytes_installed = 0;     // bytes currently held for transients (all devices)
   std::uint64_t last_call_system_allocations = 0;
 };
 
 // Observers of the single allocation route (tests, profilers). Events are delivered synchronously.
 struct MemoryEvent {
-  enum class Kind { system_allocate, system_free, pool_hit, pool_miss, allocator_call, install };
+  enum class Kind {
+    system_allocate,  // aligned heap / cudaMalloc
+    system_free,
+    pool_hit,         // host pool served a cached block
+    pool_miss,        // host pool had none cached (a system_allocate follows)
+    pool_release,     // block returned to the host pool's cache
+    stream_allocate,  // stream-ordered device allocation from fieldflow's pool (cudaMallocAsync)
+    stream_free,
+    allocator_call,   // external_memory_allocator invoked
+    install,          // external memory validated and installed
+    release           // an allocator-supplied block's release action ran (keep last: counted by kind)
+  };
   Kind kind;
   Device device;
   std::size_t bytes;
   std::string label;  // program / transient
 };
+std::string_view to_string(MemoryEvent::Kind k);
+// Listeners may be called from any thread that allocates; they must not throw and must not add or
+// remove listeners themselves. Once remove_memory_listener returns, the listener is not running
+// and will not be called again, so it may capture locals of the caller.
 using MemoryListener = std::function<void(const MemoryEvent&)>;
 int add_memory_listener(MemoryListener listener);  // returns an id for remove_memory_listener
 void remove_memory_listener(int id);
