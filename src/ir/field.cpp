@@ -167,7 +167,7 @@ Scalar Scalar::cast(DType to) const {
     case DType::boolean: return Scalar(is_floating(dtype_) ? f_ != 0 : i_ != 0);
     case DType::int32: return Scalar(static_cast<std::int32_t>(is_floating(dtype_) ? static_cast<std::int64_t>(f_) : i_));
     case DType::int64: return Scalar(static_cast<std::int64_t>(is_floating(dtype_) ? static_cast<std::int64_t>(f_) : i_));
-    case DType::float32: return Scalar(static_cast<float>(is_floating(dtype_) ? f_ : static_cast<double>(i_)));
+    case DType::float32: return Scalar(is_floating(dtype_) ? static_cast<float>(f_) : static_cast<float>(i_));
     case DType::float64: return Scalar(is_floating(dtype_) ? f_ : static_cast<double>(i_));
   }
   return *this;

@@ -3,6 +3,8 @@
 
 #include "ir/schedule.h"
 
+#include "fieldflow/errors.h"
+
 namespace fieldflow::ir {
 
 int Schedule::transient_index(const std::string& name) const {
@@ -65,6 +67,20 @@ std::string Schedule::print() const {
     s += indented;
   }
   return s;
+}
+
+std::vector<Dimension> kernel_loop_dims(const ir::Schedule& s, const ir::Kernel& k) {
+  std::vector<Dimension> dims;
+  if (!k.domain.empty())
+    for (const auto& r : k.domain) dims.push_back(r.dim);
+  else
+    dims = s.transients.at(s.transient_index(k.outputs.at(0))).dims;
+  return ir::canonical_dims(dims);
+}
+
+Dimension unit_stride_dim(const std::vector<Dimension>& dims, Layout layout) {
+  FIELDFLOW_ASSERT(!dims.empty(), "buffer without dimensions");
+  return layout == Layout::vertical_fastest ? dims.back() : dims.front();
 }
 
 }  // namespace fieldflow::ir

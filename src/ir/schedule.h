@@ -80,6 +80,13 @@ struct Schedule {
   std::string print() const;
 };
 
+// The loop dimensions of a kernel, in canonical order (the order of ff_call::domains).
+std::vector<Dimension> kernel_loop_dims(const Schedule& s, const Kernel& k);
+
+// The dimension a buffer has unit stride along under a layout: generated code relies on it and
+// the runtime checks it for every field argument.
+Dimension unit_stride_dim(const std::vector<Dimension>& canonical_dims, Layout layout);
+
 // Concrete index boxes for one set of sizes.
 struct Box {
   std::vector<Dimension> dims;

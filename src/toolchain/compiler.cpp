@@ -194,7 +194,9 @@ CompilerConfig default_compiler_config(bool openmp) {
   if (config.cxx.empty()) config.cxx = "c++";
   // -fno-math-errno lets sqrt & co. become single instructions without changing any result;
   // -ffast-math would (reassociation, flushed denormals) and is therefore never used.
-  config.flags = {"-std=c++20", "-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno"};
+  config.flags = {"-std=c++20", "-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno",
+                  // No FMA contraction: results must equal the reference executor bit for bit.
+                  "-ffp-contract=off"};
   if (openmp) config.flags.emplace_back("-fopenmp");
   config.flags.push_back("-I" + jit_include_dir().string());
   return config;

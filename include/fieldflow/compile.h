@@ -1,0 +1,71 @@
+#pragma once
+// Compiling a program and calling it. compile() lowers the program (passes), generates C++
+// (codegen), builds it through the on-disk cache (toolchain) and returns a CompiledProgram that
+// binds arguments, owns transient memory per the chosen mode and runs the kernels.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fieldflow/field.h"
+#include "fieldflow/ir.h"
+#include "fieldflow/memory.h"
+
+namespace fieldflow {
+
+enum class Backend : std::uint8_t { reference, cpu };
+std::string_view to_string(Backend b);
+Backend parse_backend(std::string_view name);  // throws OptionError
+
+struct CompileOptions {
+  Backend backend = Backend::cpu;
+  Layout layout = Layout::vertical_fastest;  // which dimension is unit-stride (checked per call)
+  MemoryOptions memory;                      // transient memory mode, allocator or workspace
+  int num_threads = 0;                       // 0: OpenMP's default (OMP_NUM_THREADS)
+  std::string cache_dir;                     // empty: FIELDFLOW_CACHE_DIR, else ~/.cache/fieldflow
+};
+
+// Size symbols: int scalar parameters by name, and "len(<Location>)" for unstructured dimensions
+// (the sizes of neighbour tables). Everything a program's memory needs depends only on these.
+using SizeMap = std::map<std::string, std::int64_t>;
+SizeMap size_symbols(const ir::Program& program, const Arguments& args);
+
+class CompiledProgram {
+ public:
+  struct Impl;
+  explicit CompiledProgram(std::unique_ptr<Impl> impl);
+  CompiledProgram(CompiledProgram&&) noexcept;
+  CompiledProgram& operator=(CompiledProgram&&) noexcept;
+  ~CompiledProgram();  // releases persistent memory and runs external release actions
+
+  // Runs the program. Validates arguments exactly like run_reference. Calls on one instance are
+  // serialized (its transient memory and bindings are per instance); use one instance per thread
+  // to run in parallel.
+  void operator()(const Arguments& args);
+
+  const ir::Program& program() const;
+  Backend backend() const;
+  Layout layout() const;
+  TransientMemoryMode memory_mode() const;
+
+  // Memory needed for given sizes, per device, before any call (to size a shared workspace).
+  std::vector<WorkspaceRequirement> workspace_requirements(const SizeMap& sizes) const;
+  // Installs persistent / external memory for these sizes now instead of at the first call.
+  void prepare(const SizeMap& sizes);
+  // Every transient with bytes, live range and offset for given sizes; naive / packed / bound.
+  MemoryPlan memory_plan(const SizeMap& sizes) const;
+  MemoryStats memory_stats() const;
+
+  const std::string& generated_source() const;  // empty for the reference backend
+  std::string schedule_text() const;
+  double compile_seconds() const;  // 0 on a cache hit
+  bool cache_hit() const;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+CompiledProgram compile(const ir::Program& program, const CompileOptions& options = {});
+
+}  // namespace fieldflow

@@ -1,0 +1,523 @@
+// C++/OpenMP code generation. Each kernel becomes one function; its value is emitted as SSA-style
+// locals, one per (node, evaluation point), so a value read at one point several times is
+// computed once, and a value read at several points (shifts, neighbours) is recomputed at each:
+// the transients the passes selected are the only intermediates that go through memory.
+#include "codegen/cpu/generate_cpu.h"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+
+#include "fieldflow/errors.h"
+
+namespace fieldflow::codegen {
+
+namespace {
+
+using ir::Expr;
+using ir::ExprKind;
+
+std::string ctype(DType t) { return std::string(cpp_type_name(t)); }
+
+std::string sanitize(const std::string& s) {
+  std::string o;
+  for (char c : s) o += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return o;
+}
+
+std::string literal(const Scalar& v) {
+  switch (v.dtype()) {
+    case DType::boolean: return v.as_int() ? "true" : "false";
+    case DType::int32: return fmt::format("std::int32_t({})", v.as_int());
+    case DType::int64: return fmt::format("std::int64_t({}LL)", v.as_int());
+    case DType::float32:
+    case DType::float64: {
+      const double d = v.as_double();
+      const std::string t = ctype(v.dtype());
+      if (std::isnan(d)) return fmt::format("std::numeric_limits<{}>::quiet_NaN()", t);
+      if (std::isinf(d)) return fmt::format("({}std::numeric_limits<{}>::infinity())", d < 0 ? "-" : "", t);
+      // Hexadecimal floats are exact: the generated constant is the same bits as the IR's.
+      return fmt::format("{}({:a})", t, d);
+    }
+  }
+  return "0";
+}
+
+// One coordinate of an evaluation point in generated code: `base + offset` along `dim`.
+struct Index {
+  Dimension dim;
+  std::string base;
+  std::int64_t offset = 0;
+  bool dynamic = false;  // bounds-checked at the load
+  std::string str() const { return offset == 0 ? base : fmt::format("({} {} {})", base, offset < 0 ? '-' : '+', std::abs(offset)); }
+};
+using Point = std::vector<Index>;
+
+std::string point_key(const Point& p) {
+  std::string k;
+  for (const auto& i : p) k += i.dim.name + "=" + i.str() + ";";
+  return k;
+}
+
+const Index* find(const Point& p, const Dimension& d) {
+  for (const auto& i : p)
+    if (i.dim == d) return &i;
+  return nullptr;
+}
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const ir::Schedule& s, int kidx) : s_(s), k_(s.kernels[kidx]), kidx_(kidx) {}
+
+  std::string emit() {
+    loop_dims_ = ir::kernel_loop_dims(s_, k_);
+    std::string body = k_.kind == ir::KernelKind::scan ? emit_scan() : emit_pointwise();
+    std::string head = fmt::format("// kernel {}: '{}' ({})\nstatic void kernel_{}(const ff_call* call) {{\n", kidx_,
+                                   k_.name, k_.kind == ir::KernelKind::scan ? "scan" : "pointwise", kidx_);
+    head += fmt::format("  const std::int64_t* dom = call->domains + {} * 2 * FF_MAX_DIMS;\n", kidx_);
+    for (std::size_t a = 0; a < loop_dims_.size(); ++a)
+      head += fmt::format("  const std::int64_t lo_{0} = dom[{1}], hi_{0} = dom[{2}];\n", var(loop_dims_[a]), 2 * a, 2 * a + 1);
+    head += fmt::format("  for (int a = 0; a < {}; ++a) if (dom[2 * a + 1] <= dom[2 * a]) return;\n", loop_dims_.size());
+    head += decls_;
+    return head + body + "}\n\n";
+  }
+
+ private:
+  static std::string var(const Dimension& d) { return "x_" + sanitize(d.name); }
+
+  // --- declarations of buffers, tables and scalars, emitted once at the top of the kernel ---
+  int buffer_index(const std::string& name) const {
+    const int t = s_.transient_index(name);
+    return t >= 0 ? static_cast<int>(s_.program.params.size()) + t : s_.program.index_of(name);
+  }
+
+  std::pair<DType, std::vector<Dimension>> buffer_type(const std::string& name) const {
+    const int t = s_.transient_index(name);
+    if (t >= 0) return {s_.transients[t].dtype, s_.transients[t].dims};
+    const ir::Param* p = s_.program.find(name);
+    return {p->type.dtype, p->type.dims};
+  }
+
+  std::string use_buffer(const std::string& name, bool write) {
+    const int b = buffer_index(name);
+    const std::string v = fmt::format("b{}", b);
+    if (!declared_.count(v)) {
+      declared_[v] = true;
+      auto [dtype, dims] = buffer_type(name);
+      decls_ += fmt::format("  {}{}* __restrict {} = static_cast<{}{}*>(call->buffers[{}].data);  // {}\n",
+                            write ? "" : "const ", ctype(dtype), v, write ? "" : "const ", ctype(dtype), b, name);
+      decls_ += fmt::format("  const std::int64_t o{} = call->buffers[{}].offset;\n", b, b);
+      const Dimension unit = ir::unit_stride_dim(dims, s_.layout);
+      for (std::size_t a = 0; a < dims.size(); ++a)
+        if (!(dims[a] == unit))
+          decls_ += fmt::format("  const std::int64_t s{}_{} = call->buffers[{}].strides[{}];\n", b, a, b, a);
+    } else if (write && !writable_.count(v)) {
+      FIELDFLOW_ASSERT(false, "buffer " + name + " declared read-only before being written");
+    }
+    if (write) writable_[v] = true;
+    return v;
+  }
+
+  std::string use_table(const Connectivity& c) {
+    const int i = s_.program.index_of(c.name);
+    const std::string v = fmt::format("t{}", i);
+    if (!declared_.count(v)) {
+      declared_[v] = true;
+      decls_ += fmt::format("  const std::int32_t* __restrict {} = call->tables[{}].data;  // {}\n", v, i, c.name);
+    }
+    return v;
+  }
+
+  std::string use_scalar(const std::string& name) {
+    const int i = s_.program.index_of(name);
+    const std::string v = fmt::format("p{}", i);
+    if (!declared_.count(v)) {
+      declared_[v] = true;
+      const DType t = s_.program.params[i].type.dtype;
+      const std::string src = is_floating(t) ? fmt::format("call->scalars[{}].f", i)
+                                             : t == DType::boolean ? fmt::format("call->scalars[{}].i != 0", i)
+                                                                   : fmt::format("call->scalars[{}].i", i);
+      decls_ += fmt::format("  const {} {} = static_cast<{}>({});  // {}\n", ctype(t), v, ctype(t), src, name);
+    }
+    return v;
+  }
+
+  std::string sym(const ir::SymExpr& e) {
+    std::string s = fmt::format("std::int64_t({}LL)", e.constant);
+    for (const auto& [name, k] : e.terms) s += fmt::format(" + std::int64_t({}) * {}", k, use_scalar(name));
+    return "(" + s + ")";
+  }
+
+  // Element offset of a point in buffer b (dims canonical): the unit-stride dim needs no multiply.
+  std::string element(const std::string& name, const Point& p, std::string& code, int ind) {
+    const int b = buffer_index(name);
+    auto [dtype, dims] = buffer_type(name);
+    const Dimension unit = ir::unit_stride_dim(dims, s_.layout);
+    std::string off = fmt::format("o{}", b);
+    for (std::size_t a = 0; a < dims.size(); ++a) {
+      const Index* i = find(p, dims[a]);
+      FIELDFLOW_ASSERT(i, "buffer " + name + " read at a point without " + dims[a].name);
+      std::string idx = i->str();
+      if (i->dynamic) {
+        // Data-dependent offsets are checked against the buffer's box; a miss flags an error.
+        const std::string d = fresh("dyn");
+        code += fmt::format("{}std::int64_t {} = {};\n", pad(ind), d, idx);
+        code += fmt::format("{0}if ({1} < call->buffers[{2}].lo[{3}] || {1} >= call->buffers[{2}].hi[{3}]) {{ err |= "
+                            "ff_error_dynamic_offset; {1} = call->buffers[{2}].lo[{3}]; }}\n",
+                            pad(ind), d, b, a);
+        uses_error_ = true;
+        idx = d;
+      }
+      off += dims[a] == unit ? fmt::format(" + {}", idx) : fmt::format(" + {} * s{}_{}", idx, b, a);
+    }
+    return off;
+  }
+
+  static std::string pad(int ind) { return std::string(2 * ind, ' '); }
+  std::string fresh(const char* prefix) { return fmt::format("{}{}", prefix, counter_++); }
+
+  std::string lookup(const std::string& key) const {
+    for (auto it = memo_.rbegin(); it != memo_.rend(); ++it)
+      if (auto f = it->find(key); f != it->end()) return f->second;
+    return {};
+  }
+
+  // Returns a C++ expression (a local or a literal) for component `comp` of e at point p.
+  std::string gen(const Expr& e, const Point& p, int comp, std::string& code, int ind) {
+    const std::string key = fmt::format("{}#{}@{}", static_cast<const void*>(&e), comp, point_key(p));
+    if (std::string v = lookup(key); !v.empty()) return v;
+    std::string v = gen_uncached(e, p, comp, code, ind);
+    memo_.back()[key] = v;
+    return v;
+  }
+
+  std::string define(DType t, const std::string& expr, std::string& code, int ind) {
+    const std::string v = fresh("v");
+    code += fmt::format("{}const {} {} = {};\n", pad(ind), ctype(t), v, expr);
+    return v;
+  }
+
+  std::string gen_uncached(const Expr& e, const Point& p, int comp, std::string& code, int ind) {
+    const DType t = e.type.is_tuple() ? e.type.elements.at(comp).dtype : e.type.dtype;
+    switch (e.kind) {
+      case ExprKind::field_ref:
+        return define(t, fmt::format("{}[{}]", use_buffer(e.name, false), element(e.name, p, code, ind)), code, ind);
+      case ExprKind::scalar_ref: return use_scalar(e.name);
+      case ExprKind::literal: return literal(e.literal);
+      case ExprKind::index: {
+        const Index* i = find(p, e.dim);
+        FIELDFLOW_ASSERT(i, "index() at a point without " + e.dim.name);
+        return define(t, fmt::format("static_cast<std::int32_t>({})", i->str()), code, ind);
+      }
+      case ExprKind::unary: return define(t, unary(e, gen(*e.args[0], p, -1, code, ind)), code, ind);
+      case ExprKind::binary:
+        return define(t, binary(e, gen(*e.args[0], p, -1, code, ind), gen(*e.args[1], p, -1, code, ind)), code, ind);
+      case ExprKind::where: {
+        const std::string c = gen(*e.args[0], p, -1, code, ind);
+        const std::string a = gen(*e.args[1], p, comp, code, ind), b = gen(*e.args[2], p, comp, code, ind);
+        return define(t, fmt::format("({} ? {} : {})", c, a, b), code, ind);
+      }
+      case ExprKind::concat_where: {
+        const Index* i = find(p, e.dim);
+        FIELDFLOW_ASSERT(i, "concat_where at a point without " + e.dim.name);
+        static const char* ops[] = {"<", "<=", ">", ">=", "==", "!="};
+        const std::string cond = fmt::format("{} {} {}", i->str(), ops[static_cast<int>(e.cmp)], sym(e.bound));
+        const std::string v = fresh("v");
+        code += fmt::format("{}{} {};\n{}if ({}) {{\n", pad(ind), ctype(t), v, pad(ind), cond);
+        // Each branch has its own scope: values computed in one are not visible in the other.
+        memo_.emplace_back();
+        code += fmt::format("{}{} = {};\n", pad(ind + 1), v, gen(*e.args[0], p, comp, code, ind + 1));
+        memo_.pop_back();
+        code += fmt::format("{}}} else {{\n", pad(ind));
+        memo_.emplace_back();
+        code += fmt::format("{}{} = {};\n", pad(ind + 1), v, gen(*e.args[1], p, comp, code, ind + 1));
+        memo_.pop_back();
+        code += fmt::format("{}}}\n", pad(ind));
+        return v;
+      }
+      case ExprKind::cast: return define(t, fmt::format("static_cast<{}>({})", ctype(t), gen(*e.args[0], p, -1, code, ind)), code, ind);
+      case ExprKind::broadcast:
+      case ExprKind::named: return gen(*e.args[0], p, comp, code, ind);
+      case ExprKind::shift: {
+        Point q = p;
+        for (auto& i : q)
+          if (i.dim == e.dim) i.offset += e.offset;
+        return gen(*e.args[0], q, comp, code, ind);
+      }
+      case ExprKind::dynamic_shift: {
+        const std::string off = gen(*e.args[1], p, -1, code, ind);
+        Point q = p;
+        for (auto& i : q)
+          if (i.dim == e.dim) {
+            i.base = fmt::format("({} + std::int64_t({}))", i.str(), off);
+            i.offset = 0;
+            i.dynamic = true;
+          }
+        return gen(*e.args[0], q, comp, code, ind);
+      }
+      case ExprKind::neighbor_shift: {
+        const Index* src = find(p, e.conn.source);
+        FIELDFLOW_ASSERT(src, "neighbour shift at a point without " + e.conn.source.name);
+        std::string slot = fmt::format("{}", e.offset);
+        if (e.offset < 0) {
+          const Index* local = find(p, e.conn.local);
+          FIELDFLOW_ASSERT(local, "local shift outside its reduction");
+          slot = local->str();
+        }
+        const std::string nb = neighbor(e.conn, src->str(), slot, e.offset >= 0, code, ind);
+        Point q;
+        for (const auto& i : p)
+          if (!(i.dim == e.conn.source) && !(e.offset < 0 && i.dim == e.conn.local)) q.push_back(i);
+        q.push_back({e.conn.target, nb, 0, false});
+        return gen(*e.args[0], q, comp, code, ind);
+      }
+      case ExprKind::reduce: return reduce(e, p, code, ind);
+      case ExprKind::make_tuple: return gen(*e.args[comp], p, -1, code, ind);
+      case ExprKind::tuple_get: return gen(*e.args[0], p, static_cast<int>(e.offset), code, ind);
+      case ExprKind::scan_arg: return fmt::format("in{}", e.offset);
+      case ExprKind::carry: return fmt::format("c{}", e.offset);
+      case ExprKind::scan: FIELDFLOW_ASSERT(false, "scan inside a kernel value (select_transients missed it)");
+    }
+    FIELDFLOW_ASSERT(false, "unknown expression kind");
+  }
+
+  std::string neighbor(const Connectivity& c, const std::string& src, const std::string& slot, bool check,
+                       std::string& code, int ind) {
+    const std::string key = fmt::format("nb:{}[{}]({})", c.name, slot, src);
+    if (std::string v = lookup(key); !v.empty()) return v;
+    const std::string t = use_table(c);
+    const std::string v = fresh("nb");
+    code += fmt::format("{}std::int32_t {} = {}[std::int64_t({}) * {} + {}];\n", pad(ind), v, t, src, c.max_neighbors, slot);
+    if (check) {
+      // A fixed-index shift through a missing neighbour is an error of the call (reported after it).
+      code += fmt::format("{}if ({} < 0) {{ err |= ff_error_missing_neighbor; {} = 0; }}\n", pad(ind), v, v);
+      uses_error_ = true;
+    }
+    memo_.back()[key] = v;
+    return v;
+  }
+
+  std::string reduce(const Expr& e, const Point& p, std::string& code, int ind) {
+    const DType t = e.type.dtype;
+    const Index* src = find(p, e.conn.source);
+    FIELDFLOW_ASSERT(src, "reduction at a point without " + e.conn.source.name);
+    const std::string acc = fresh("acc"), n = fresh("n");
+    const std::string init = e.rop == ir::ReduceOp::sum   ? fmt::format("{}(0)", ctype(t))
+                             : e.rop == ir::ReduceOp::max ? fmt::format("std::numeric_limits<{}>::lowest()", ctype(t))
+                                                          : fmt::format("std::numeric_limits<{}>::max()", ctype(t));
+    code += fmt::format("{}{} {} = {};\n", pad(ind), ctype(t), acc, init);
+    code += fmt::format("{}for (int {} = 0; {} < {}; ++{}) {{\n", pad(ind), n, n, e.conn.max_neighbors, n);
+    memo_.emplace_back();
+    const std::string nb = neighbor(e.conn, src->str(), n, false, code, ind + 1);
+    code += fmt::format("{}if ({} < 0) continue;  // missing neighbours do not contribute\n", pad(ind + 1), nb);
+    Point q = p;
+    q.push_back({e.conn.local, n, 0, false});
+    const std::string x = gen(*e.args[0], q, -1, code, ind + 1);
+    memo_.pop_back();
+    switch (e.rop) {
+      case ir::ReduceOp::sum: code += fmt::format("{}{} = static_cast<{}>({} + {});\n", pad(ind + 1), acc, ctype(t), acc, x); break;
+      case ir::ReduceOp::max: code += fmt::format("{}{} = fieldflow::abi::ff_max({}, {});\n", pad(ind + 1), acc, acc, x); break;
+      case ir::ReduceOp::min: code += fmt::format("{}{} = fieldflow::abi::ff_min({}, {});\n", pad(ind + 1), acc, x, acc); break;
+    }
+    code += fmt::format("{}}}\n", pad(ind));
+    return acc;
+  }
+
+  static std::string unary(const Expr& e, const std::string& a) {
+    const DType t = e.args[0]->type.dtype;
+    const bool fl = is_floating(t);
+    switch (e.uop) {
+      case ir::UnaryOp::neg: return fl ? fmt::format("(-{})", a) : fmt::format("fieldflow::abi::ff_neg({})", a);
+      case ir::UnaryOp::logical_not: return fmt::format("(!{})", a);
+      case ir::UnaryOp::abs: return fl ? fmt::format("std::abs({})", a) : fmt::format("fieldflow::abi::ff_iabs({})", a);
+      case ir::UnaryOp::arcsin: return fmt::format("std::asin({})", a);
+      case ir::UnaryOp::arccos: return fmt::format("std::acos({})", a);
+      case ir::UnaryOp::arctan: return fmt::format("std::atan({})", a);
+      case ir::UnaryOp::isnan:
+      case ir::UnaryOp::isinf:
+      case ir::UnaryOp::isfinite: return fmt::format("static_cast<bool>(std::{}({}))", to_string(e.uop), a);
+      default: return fmt::format("std::{}({})", to_string(e.uop), a);
+    }
+  }
+
+  static std::string binary(const Expr& e, const std::string& a, const std::string& b) {
+    const DType t = e.args[0]->type.dtype;
+    const std::string ct = ctype(t);
+    switch (e.bop) {
+      case ir::BinaryOp::add: return fmt::format("static_cast<{}>({} + {})", ct, a, b);
+      case ir::BinaryOp::sub: return fmt::format("static_cast<{}>({} - {})", ct, a, b);
+      case ir::BinaryOp::mul: return fmt::format("static_cast<{}>({} * {})", ct, a, b);
+      case ir::BinaryOp::div:
+        return is_floating(t) ? fmt::format("({} / {})", a, b) : fmt::format("fieldflow::abi::ff_div({}, {})", a, b);
+      case ir::BinaryOp::logical_and: return fmt::format("({} && {})", a, b);
+      case ir::BinaryOp::logical_or: return fmt::format("({} || {})", a, b);
+      case ir::BinaryOp::minimum: return fmt::format("fieldflow::abi::ff_min({}, {})", a, b);
+      case ir::BinaryOp::maximum: return fmt::format("fieldflow::abi::ff_max({}, {})", a, b);
+      case ir::BinaryOp::fmod: return fmt::format("std::fmod({}, {})", a, b);
+      case ir::BinaryOp::power: return fmt::format("static_cast<{}>(std::pow({}, {}))", ct, a, b);
+      default: return fmt::format("({} {} {})", a, to_string(e.bop), b);
+    }
+  }
+
+  Point loop_point() const {
+    Point p;
+    for (const auto& d : loop_dims_) p.push_back({d, var(d), 0, false});
+    return p;
+  }
+
+  // Loop order, slowest first: the unit-stride dimension of the layout innermost.
+  std::vector<Dimension> loop_order() const {
+    std::vector<Dimension> order = loop_dims_;
+    if (s_.layout == Layout::horizontal_fastest) std::reverse(order.begin(), order.end());
+    return order;
+  }
+
+  std::string store_all(const std::vector<std::string>& values, const Point& p, std::string& code, int ind) {
+    for (std::size_t c = 0; c < k_.outputs.size(); ++c) {
+      const std::string b = use_buffer(k_.outputs[c], true);
+      code += fmt::format("{}{}[{}] = {};\n", pad(ind), b, element(k_.outputs[c], p, code, ind), values[c]);
+    }
+    return code;
+  }
+
+  std::string loop(const Dimension& d, int ind) const {
+    const std::string x = var(d);
+    return fmt::format("{0}for (std::int64_t {1} = lo_{1}; {1} < hi_{1}; ++{1}) {{\n", pad(ind), x);
+  }
+
+  std::string emit_pointwise() {
+    const auto order = loop_order();
+    const int n = static_cast<int>(order.size());
+    memo_.assign(1, {});
+    std::string inner;
+    const Point p = loop_point();
+    std::vector<std::string> values;
+    const int nout = static_cast<int>(k_.outputs.size());
+    for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, n + 1));
+    store_all(values, p, inner, n + 1);
+    std::string code = fmt::format("#pragma omp parallel num_threads(call->num_threads)\n  {{\n    std::int32_t err = 0;\n");
+    if (n == 1) {
+      code += "#pragma omp for simd schedule(static) reduction(|:err)\n" + loop(order[0], 2) + inner + "    }\n";
+    } else {
+      code += n > 2 ? fmt::format("#pragma omp for collapse({}) schedule(static)\n", n - 1)
+                    : std::string("#pragma omp for schedule(static)\n");
+      for (int a = 0; a < n - 1; ++a) code += loop(order[a], 2 + a);
+      code += "#pragma omp simd reduction(|:err)\n" + loop(order[n - 1], n + 1) + inner;
+      for (int a = n + 1; a >= 2; --a) code += pad(a) + "}\n";
+    }
+    code += "    if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n  }\n";
+    return indent_nested(code);
+  }
+
+  std::string emit_scan() {
+    const Expr& scan = *k_.value;
+    const Dimension kdim = scan.dim;
+    std::vector<Dimension> horizontal;
+    for (const auto& d : loop_order())
+      if (!(d == kdim)) horizontal.push_back(d);
+    const int nc = static_cast<int>(scan.init.size());
+    const int h = static_cast<int>(horizontal.size());
+    const bool vertical_inner = s_.layout == Layout::vertical_fastest;
+    const std::string K = var(kdim);
+    const std::string level = fmt::format(
+        "const std::int64_t {0} = {1} ? lo_{0} + st : hi_{0} - 1 - st;\n", K, scan.forward ? "true" : "false");
+    // Body of one level at one column: inputs, the carry update and the stores.
+    memo_.assign(1, {});
+    const Point p = loop_point();
+    const int ind = vertical_inner ? h + 3 : h + 4;
+    std::string body;
+    for (std::size_t i = 0; i < scan.args.size(); ++i)
+      body += fmt::format("{}const {} in{} = {};\n", pad(ind), ctype(scan.args[i]->type.dtype), i,
+                          gen(*scan.args[i], p, -1, body, ind));
+    memo_.emplace_back();
+    std::vector<std::string> next;
+    for (int c = 0; c < nc; ++c) next.push_back(gen(*scan.body, p, nc > 1 ? c : -1, body, ind));
+    memo_.pop_back();
+    for (int c = 0; c < nc; ++c) body += fmt::format("{}c{} = {};\n", pad(ind), c, next[c]);
+    std::vector<std::string> carries;
+    for (int c = 0; c < nc; ++c) carries.push_back(fmt::format("c{}", c));
+    store_all(carries, p, body, ind);
+    std::string code = "#pragma omp parallel num_threads(call->num_threads)\n  {\n    std::int32_t err = 0;\n";
+    if (vertical_inner) {
+      // Column by column: the carry stays in registers along the sequential vertical sweep.
+      if (h > 0) {
+        code += h > 1 ? fmt::format("#pragma omp for collapse({}) schedule(static)\n", h) : "#pragma omp for schedule(static)\n";
+        for (int a = 0; a < h; ++a) code += loop(horizontal[a], 2 + a);
+      } else {
+        code += "#pragma omp single\n    {\n";
+      }
+      for (int c = 0; c < nc; ++c)
+        code += fmt::format("{}{} c{} = {};\n", pad(h + 2), ctype(scan.init[c].dtype()), c, literal(scan.init[c]));
+      code += fmt::format("{}for (std::int64_t st = 0; st < hi_{} - lo_{}; ++st) {{\n{}{}", pad(h + 2), K, K, pad(h + 3), level);
+      code += body + pad(h + 2) + "}\n";
+      for (int a = h + 1; a >= 2; --a) code += pad(a) + "}\n";
+      if (h == 0) code += "    }\n";
+    } else {
+      // Level by level, each vectorised over the horizontal: the carry is the previous level of
+      // the output itself. Static schedules give every thread the same columns at every level,
+      // so no barrier is needed between levels.
+      code += fmt::format("    for (std::int64_t st = 0; st < hi_{} - lo_{}; ++st) {{\n      {}", K, K, level);
+      if (h == 0) code += "#pragma omp single\n      {\n";
+      else if (h == 1) code += "#pragma omp for simd schedule(static) nowait reduction(|:err)\n";
+      else code += fmt::format("#pragma omp for collapse({}) schedule(static) nowait\n", h - 1);
+      for (int a = 0; a < h; ++a) {
+        if (h > 1 && a == h - 1) code += "#pragma omp simd reduction(|:err)\n";
+        code += loop(horizontal[a], 3 + a);
+      }
+      Point prev = p;
+      for (auto& i : prev)
+        if (i.dim == kdim) i.offset = scan.forward ? -1 : 1;
+      std::string carry_in;
+      for (int c = 0; c < nc; ++c) {
+        const std::string b = use_buffer(k_.outputs[c], true);
+        carry_in += fmt::format("{}{} c{} = st == 0 ? {} : {}[{}];\n", pad(ind), ctype(scan.init[c].dtype()), c,
+                                literal(scan.init[c]), b, element(k_.outputs[c], prev, carry_in, ind));
+      }
+      code += carry_in + body;
+      for (int a = h + 2; a >= 3; --a) code += pad(a) + "}\n";
+      if (h == 0) code += "      }\n";
+      code += "    }\n";
+    }
+    code += "    if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n  }\n";
+    return indent_nested(code);
+  }
+
+  static std::string indent_nested(const std::string& code) {
+    std::string out;
+    for (std::size_t pos = 0; pos < code.size();) {
+      const std::size_t nl = code.find('\n', pos);
+      const std::string line = code.substr(pos, nl - pos);
+      out += (line.rfind("#pragma", 0) == 0 ? "" : "  ") + line + "\n";
+      pos = nl == std::string::npos ? code.size() : nl + 1;
+    }
+    return out;
+  }
+
+  const ir::Schedule& s_;
+  const ir::Kernel& k_;
+  int kidx_;
+  std::vector<Dimension> loop_dims_;
+  std::string decls_;
+  std::map<std::string, bool> declared_, writable_;
+  std::vector<std::map<std::string, std::string>> memo_;
+  int counter_ = 0;
+  bool uses_error_ = false;
+};
+
+}  // namespace
+
+std::string generate_cpu_source(const ir::Schedule& s) {
+  std::string src = fmt::format(
+      "// Generated by fieldflow from program '{}' (layout {}). Do not edit.\n"
+      "#include <fieldflow/abi.h>\n#include <cmath>\n#include <cstdint>\n#include <limits>\n\n"
+      "namespace {{\n\n",
+      s.program.name, to_string(s.layout));
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) src += KernelEmitter(s, static_cast<int>(k)).emit();
+  src += "}  // namespace\n\nextern \"C\" std::int32_t ff_abi_version(void) { return FF_ABI_VERSION; }\n\n";
+  src += "extern \"C\" std::int32_t ff_run(const ff_call* call) {\n";
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) src += fmt::format("  kernel_{}(call);\n", k);
+  src += "  return *call->error;\n}\n";
+  return src;
+}
+
+}  // namespace fieldflow::codegen

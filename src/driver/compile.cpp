@@ -1,0 +1,45 @@
+// The compile driver: the one place that knows every stage. Program -> passes -> codegen ->
+// toolchain (cache) -> runtime.
+#include <fmt/format.h>
+
+#include "codegen/cpu/generate_cpu.h"
+#include "fieldflow/compile.h"
+#include "fieldflow/errors.h"
+#include "passes/pipeline.h"
+#include "runtime/compiled_program.h"
+#include "toolchain/compiler.h"
+#include "toolchain/module_cache.h"
+
+namespace fieldflow {
+
+CompiledProgram compile(const ir::Program& program, const CompileOptions& options) {
+  // Options are checked now, never at the first call.
+  (void)options.memory.resolved_mode();
+  if (options.num_threads < 0)
+    throw OptionError(fmt::format("program '{}': num_threads must be >= 0 (0: OpenMP default), given {}",
+                                  program.name, options.num_threads));
+  ir::verify(program);
+  CompiledProgram::Impl::Image image;
+  image.program = program;
+  image.options = options;
+  if (options.backend == Backend::cpu) {
+    passes::PipelineOptions po;
+    po.layout = options.layout;
+    po.target = Device::cpu;
+    image.schedule = passes::lower(program, po);
+    image.source = codegen::generate_cpu_source(image.schedule);
+    toolchain::ModuleCache cache(options.cache_dir.empty() ? std::filesystem::path{} : std::filesystem::path(options.cache_dir));
+    const auto entry = cache.get_or_build(program.name, image.source, toolchain::default_compiler_config(true),
+                                          fmt::format("{}abi{}", passes::pipeline_description(), FF_ABI_VERSION));
+    image.module.emplace(entry.path);
+    auto version = reinterpret_cast<std::int32_t (*)()>(image.module->symbol("ff_abi_version"));
+    if (version() != FF_ABI_VERSION)
+      throw CompileError(fmt::format("program '{}': module {} has ABI version {}, expected {}", program.name,
+                                     entry.path.string(), version(), FF_ABI_VERSION));
+    image.compile_seconds = entry.was_hit ? 0 : entry.compile_seconds;
+    image.cache_hit = entry.was_hit;
+  }
+  return CompiledProgram(std::make_unique<CompiledProgram::Impl>(std::move(image)));
+}
+
+}  // namespace fieldflow

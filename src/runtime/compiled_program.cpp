@@ -1,0 +1,322 @@
+// CompiledProgram: argument binding with a fast path for repeated calls, call-time checks that
+// mirror the reference executor, transient memory per mode, and the call into the module.
+#include "runtime/compiled_program.h"
+
+#include <cstring>
+#include <fmt/format.h>
+#include <omp.h>
+
+#include "fieldflow/errors.h"
+#include "fieldflow/mesh.h"
+#include "fieldflow/reference.h"
+#include "ir/memory_packing.h"
+
+namespace fieldflow {
+
+std::string_view to_string(Backend b) { return b == Backend::reference ? "reference" : "cpu"; }
+
+Backend parse_backend(std::string_view name) {
+  if (name == "reference") return Backend::reference;
+  if (name == "cpu") return Backend::cpu;
+  throw OptionError(fmt::format("unknown backend '{}': expected reference or cpu", name));
+}
+
+namespace {
+
+// Location sizes from the neighbour tables; two tables disagreeing on a location is an error.
+void add_location_sizes(const ir::Program& p, const std::vector<const NeighborTable*>& tables, SizeMap& sizes) {
+  for (std::size_t i = 0; i < p.params.size(); ++i) {
+    if (p.params[i].kind != ir::ParamKind::connectivity) continue;
+    const Connectivity& c = p.params[i].conn;
+    const NeighborTable& t = *tables[i];
+    for (const auto& [dim, n] : {std::pair{c.source, t.n_source}, std::pair{c.target, t.n_target}}) {
+      const std::string key = ir::location_size_symbol(dim);
+      auto [it, fresh] = sizes.emplace(key, n);
+      if (!fresh && it->second != n)
+        throw ConnectivityError(fmt::format("program '{}': connectivity '{}' says {} has {} elements, but another "
+                                            "table says {}", p.name, c.name, dim.name, n, it->second));
+    }
+  }
+}
+
+ff_buffer describe_field(const Field& f, const std::vector<Dimension>& canonical) {
+  ff_buffer b{};
+  b.data = const_cast<void*>(f.data());
+  b.offset = 0;
+  for (std::size_t a = 0; a < canonical.size(); ++a) {
+    const int axis = f.axis_of(canonical[a]);
+    b.strides[a] = f.strides()[axis];
+    b.lo[a] = f.origin()[axis];
+    b.hi[a] = f.origin()[axis] + f.shape()[axis];
+    b.offset -= b.lo[a] * b.strides[a];
+  }
+  return b;
+}
+
+}  // namespace
+
+SizeMap size_symbols(const ir::Program& program, const Arguments& args) {
+  const ir::BoundCall call = ir::bind_arguments(program, args, false);
+  SizeMap sizes = call.sizes;
+  add_location_sizes(program, call.tables, sizes);
+  return sizes;
+}
+
+CompiledProgram::Impl::Impl(Image img) : image(std::move(img)) {
+  mode = image.options.memory.resolved_mode();
+  num_threads = image.options.num_threads > 0 ? image.options.num_threads : omp_get_max_threads();
+  memory = std::make_unique<runtime::TransientMemory>(image.program.name, image.options.memory);
+  if (image.module) {
+    run = reinterpret_cast<std::int32_t (*)(const ff_call*)>(image.module->symbol("ff_run"));
+    const std::size_t n = image.program.params.size();
+    buffers.assign(n + image.schedule.transients.size(), ff_buffer{});
+    tables.assign(n, ff_table{});
+    scalars.assign(n, ff_scalar{});
+    next_scalars.assign(n, ff_scalar{});
+    domains.assign(image.schedule.kernels.size() * 2 * FF_MAX_DIMS, 0);
+  }
+}
+
+CompiledProgram::Impl::SizedPlan CompiledProgram::Impl::plan_for(const SizeMap& sz) const {
+  SizedPlan out;
+  if (!image.module) return out;
+  const ir::Schedule& s = image.schedule;
+  out.extents = ir::compute_extents(s, sz);
+  const auto bytes = ir::transient_bytes(s, out.extents);
+  std::vector<PlannedTransient> items;
+  for (std::size_t t = 0; t < s.transients.size(); ++t) {
+    const ir::Transient& tr = s.transients[t];
+    items.push_back({tr.name, tr.dtype, device_of(tr.storage), bytes[t], tr.first_kernel, tr.last_kernel, 0});
+  }
+  out.plan = ir::pack_transients(items);
+  for (Device d : {Device::cpu, Device::cuda})
+    if (const std::size_t b = out.plan.bytes_on(d); b > 0) out.requirements.push_back({d, b, transient_alignment});
+  return out;
+}
+
+bool CompiledProgram::Impl::same_structure(const Arguments& args) const {
+  if (!binding.valid || args.entries().size() != binding.names.size()) return false;
+  for (std::size_t i = 0; i < binding.names.size(); ++i) {
+    const auto& e = args.entries()[i];
+    if (e.name != binding.names[i]) return false;
+    const int p = binding.param_of_entry[i];
+    if (e.kind == Arguments::Entry::Kind::field) {
+      if (e.field->data() != binding.data[p] || e.field->shape() != binding.shape[p] ||
+          e.field->origin() != binding.origin[p] || e.field->strides() != binding.strides[p] ||
+          e.field != binding.bound.fields[p])
+        return false;
+    } else if (e.kind == Arguments::Entry::Kind::connectivity) {
+      if (e.table != binding.bound.tables[p] || e.table->data.data() != binding.data[p] ||
+          static_cast<std::int64_t>(e.table->data.size()) != binding.shape[p][0])
+        return false;
+    }
+  }
+  return true;
+}
+
+void CompiledProgram::Impl::bind(const Arguments& args) {
+  const ir::Program& p = image.program;
+  binding.valid = false;
+  ir::BoundCall bound = ir::bind_arguments(p, args, true);
+  ir::check_output_domains(p, bound);
+  const std::size_t n = p.params.size();
+  // Layout: generated code assumes unit stride along one dimension of every field.
+  for (std::size_t i = 0; i < n; ++i) {
+    const Field* f = bound.fields[i];
+    if (!f) continue;
+    const Dimension unit = ir::unit_stride_dim(p.params[i].type.dims, image.options.layout);
+    const int axis = f->axis_of(unit);
+    if (f->shape()[axis] > 1 && f->strides()[axis] != 1)
+      throw LayoutError(fmt::format("program '{}' was compiled for layout {}: field '{}' needs unit stride along {}, "
+                                    "given stride {} (create the field with Layout::{})", p.name,
+                                    to_string(image.options.layout), p.params[i].name, unit.name, f->strides()[axis],
+                                    to_string(image.options.layout)));
+  }
+  // Generated code assumes outputs do not alias other fields (restrict pointers).
+  for (const auto& st : p.stmts)
+    for (const auto& out : st.outputs) {
+      const int o = p.index_of(out);
+      const auto* ob = static_cast<const std::byte*>(bound.fields[o]->data());
+      for (std::size_t i = 0; i < n; ++i) {
+        if (static_cast<int>(i) == o || !bound.fields[i]) continue;
+        const auto* ib = static_cast<const std::byte*>(bound.fields[i]->data());
+        if (ob < ib + bound.fields[i]->bytes() && ib < ob + bound.fields[o]->bytes())
+          throw ArgumentError(fmt::format("program '{}': output '{}' and argument '{}' share memory; pass one field "
+                                          "as an in/out argument instead", p.name, out, p.params[i].name));
+      }
+    }
+  binding.names.clear();
+  binding.param_of_entry.clear();
+  binding.data.assign(n, nullptr);
+  binding.shape.assign(n, {});
+  binding.origin.assign(n, {});
+  binding.strides.assign(n, {});
+  for (const auto& e : args.entries()) {
+    const int i = p.index_of(e.name);
+    binding.names.push_back(e.name);
+    binding.param_of_entry.push_back(i);
+    if (e.kind == Arguments::Entry::Kind::field) {
+      binding.data[i] = e.field->data();
+      binding.shape[i] = e.field->shape();
+      binding.origin[i] = e.field->origin();
+      binding.strides[i] = e.field->strides();
+      buffers[i] = describe_field(*e.field, p.params[i].type.dims);
+    } else if (e.kind == Arguments::Entry::Kind::connectivity) {
+      binding.data[i] = e.table->data.data();
+      binding.shape[i] = {static_cast<std::int64_t>(e.table->data.size())};
+      tables[i] = {e.table->data.data(), e.table->n_source};
+    }
+  }
+  SizeMap new_sizes = bound.sizes;
+  add_location_sizes(p, bound.tables, new_sizes);
+  binding.bound = std::move(bound);
+  binding.valid = true;
+  if (!sized || new_sizes != sizes) resize(new_sizes);
+  check_reads();
+}
+
+void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
+  sized = false;
+  SizedPlan sp = plan_for(new_sizes);
+  const ir::Schedule& s = image.schedule;
+  // Loop boxes, in each kernel's canonical loop order.
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    const auto dims = ir::kernel_loop_dims(s, s.kernels[k]);
+    const ir::Box& box = sp.extents.kernel_domains[k];
+    for (std::size_t a = 0; a < dims.size(); ++a) {
+      const int axis = box.axis(dims[a]);
+      domains[k * 2 * FF_MAX_DIMS + 2 * a] = box.lo[axis];
+      domains[k * 2 * FF_MAX_DIMS + 2 * a + 1] = std::max(box.lo[axis], box.hi[axis]);
+    }
+    // Neighbour tables are read at the loop index of their source dimension.
+    for (const auto& cname : s.kernels[k].connectivities) {
+      const ir::Param* prm = s.program.find(cname);
+      const int axis = box.axis(prm->conn.source);
+      if (axis < 0 || box.hi[axis] <= box.lo[axis]) continue;
+      const std::int64_t n = new_sizes.at(ir::location_size_symbol(prm->conn.source));
+      if (box.lo[axis] < 0 || box.hi[axis] > n)
+        throw ConnectivityError(fmt::format("program '{}', kernel '{}': iterates {} over [{}, {}) but connectivity '{}' "
+                                            "has {} rows", s.program.name, s.kernels[k].name, prm->conn.source.name,
+                                            box.lo[axis], box.hi[axis], cname, n));
+    }
+  }
+  // Transient buffers: dense boxes laid out like fields of the compiled layout.
+  transient_offsets.assign(s.transients.size(), 0);
+  for (const auto& pt : sp.plan.transients)
+    transient_offsets[s.transient_index(pt.name)] = pt.offset;
+  const std::size_t np = s.program.params.size();
+  for (std::size_t t = 0; t < s.transients.size(); ++t) {
+    const ir::Box& box = sp.extents.transient_boxes[t];
+    ff_buffer b{};
+    std::int64_t stride = 1;
+    const std::size_t nd = box.dims.size();
+    for (std::size_t i = 0; i < nd; ++i) {
+      const std::size_t a = image.options.layout == Layout::vertical_fastest ? nd - 1 - i : i;
+      b.strides[a] = stride;
+      b.lo[a] = box.lo[a];
+      b.hi[a] = box.hi[a];
+      b.offset -= box.lo[a] * stride;
+      stride *= std::max<std::int64_t>(0, box.hi[a] - box.lo[a]);
+    }
+    buffers[np + t] = b;
+  }
+  sizes = new_sizes;
+  sized_plan = std::move(sp);
+  sized = true;
+}
+
+void CompiledProgram::Impl::check_reads() {
+  const ir::Program& p = image.program;
+  for (const auto& [name, need] : sized_plan.extents.param_reads) {
+    const Field& f = *binding.bound.fields[p.index_of(name)];
+    for (std::size_t a = 0; a < need.dims.size(); ++a) {
+      if (need.hi[a] <= need.lo[a]) continue;
+      const int axis = f.axis_of(need.dims[a]);
+      const std::int64_t lo = f.origin()[axis], hi = lo + f.shape()[axis];
+      if (need.lo[a] < lo || need.hi[a] > hi)
+        throw DomainError(fmt::format("program '{}': reads field '{}' along {} over [{}, {}), outside its extent [{}, {}); "
+                                      "the field must cover every point the call reads (domain plus shifts)",
+                                      p.name, name, need.dims[a].name, need.lo[a], need.hi[a], lo, hi));
+    }
+  }
+}
+
+void CompiledProgram::Impl::call(const Arguments& args) {
+  std::lock_guard<std::mutex> lock(call_mutex);
+  if (!image.module) {
+    auto lease = memory->begin_call({});
+    run_reference(image.program, args);
+    return;
+  }
+  const ir::Program& p = image.program;
+  if (!same_structure(args)) bind(args);
+  // Scalars may change between calls; sizes (and the plan) only when an int scalar changed.
+  bool sizes_changed = false;
+  for (std::size_t a = 0; a < args.entries().size(); ++a) {
+    const auto& e = args.entries()[a];
+    if (e.kind != Arguments::Entry::Kind::scalar) continue;
+    const int i = binding.param_of_entry[a];  // same order as the bound call: no name lookup
+    const DType want = p.params[i].type.dtype;
+    if (e.scalar.dtype() != want && !(is_integral(want) && is_integral(e.scalar.dtype()))) {
+      binding.valid = false;
+      bind(args);  // reports the mistyped scalar with the reference's message
+    }
+    ff_scalar v{is_floating(want) ? 0 : e.scalar.as_int(), is_floating(want) ? e.scalar.as_double() : 0.0};
+    if (is_integral(want) && (v.i != scalars[i].i || !sized)) sizes_changed = true;
+    next_scalars[i] = v;
+  }
+  if (sizes_changed) {
+    SizeMap new_sizes = sizes;
+    for (std::size_t i = 0; i < p.params.size(); ++i)
+      if (p.params[i].kind == ir::ParamKind::scalar && is_integral(p.params[i].type.dtype))
+        new_sizes[p.params[i].name] = next_scalars[i].i;
+    if (new_sizes != sizes) {
+      binding.bound.sizes = new_sizes;
+      ir::check_output_domains(p, binding.bound);
+      resize(new_sizes);
+      check_reads();
+    }
+  }
+  scalars.swap(next_scalars);
+  auto lease = memory->begin_call(sized_plan.requirements);
+  const std::size_t np = p.params.size();
+  auto* base = static_cast<std::byte*>(lease.base(Device::cpu));
+  for (std::size_t t = 0; t < transient_offsets.size(); ++t) buffers[np + t].data = base + transient_offsets[t];
+  std::int32_t error = 0;
+  const ff_call c{buffers.data(), tables.data(), scalars.data(), domains.data(), &error, num_threads};
+  run(&c);
+  if (error & ff_error_dynamic_offset)
+    throw DomainError(fmt::format("program '{}': a dynamic vertical offset read outside a field's extent (outputs may "
+                                  "be partially written)", p.name));
+  if (error & ff_error_missing_neighbor)
+    throw DomainError(fmt::format("program '{}': reads through a missing neighbour (-1) with a fixed-index shift; "
+                                  "only reductions skip missing neighbours (outputs may be partially written)", p.name));
+}
+
+CompiledProgram::CompiledProgram(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CompiledProgram::CompiledProgram(CompiledProgram&&) noexcept = default;
+CompiledProgram& CompiledProgram::operator=(CompiledProgram&&) noexcept = default;
+CompiledProgram::~CompiledProgram() = default;
+
+void CompiledProgram::operator()(const Arguments& args) { impl_->call(args); }
+const ir::Program& CompiledProgram::program() const { return impl_->image.program; }
+Backend CompiledProgram::backend() const { return impl_->image.options.backend; }
+Layout CompiledProgram::layout() const { return impl_->image.options.layout; }
+TransientMemoryMode CompiledProgram::memory_mode() const { return impl_->mode; }
+
+std::vector<WorkspaceRequirement> CompiledProgram::workspace_requirements(const SizeMap& sizes) const {
+  return impl_->plan_for(sizes).requirements;
+}
+
+void CompiledProgram::prepare(const SizeMap& sizes) { impl_->memory->prepare(impl_->plan_for(sizes).requirements); }
+
+MemoryPlan CompiledProgram::memory_plan(const SizeMap& sizes) const { return impl_->plan_for(sizes).plan; }
+MemoryStats CompiledProgram::memory_stats() const { return impl_->memory->stats(); }
+const std::string& CompiledProgram::generated_source() const { return impl_->image.source; }
+std::string CompiledProgram::schedule_text() const {
+  return impl_->image.module ? impl_->image.schedule.print() : ir::print(impl_->image.program);
+}
+double CompiledProgram::compile_seconds() const { return impl_->image.compile_seconds; }
+bool CompiledProgram::cache_hit() const { return impl_->image.cache_hit; }
+
+}  // namespace fieldflow

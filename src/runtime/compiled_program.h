@@ -1,0 +1,73 @@
+#pragma once
+// The state behind fieldflow::CompiledProgram. Built by the compile driver from a schedule and a
+// loaded module; knows nothing of passes or code generation: it talks to the module through the
+// C ABI (fieldflow/abi.h) and reads the schedule only as data (extents, memory plan).
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "fieldflow/abi.h"
+#include "fieldflow/compile.h"
+#include "ir/call_binding.h"
+#include "ir/schedule.h"
+#include "runtime/transient_memory.h"
+#include "toolchain/loaded_module.h"
+
+namespace fieldflow {
+
+struct CompiledProgram::Impl {
+  // What the compile driver hands over.
+  struct Image {
+    ir::Program program;
+    CompileOptions options;
+    ir::Schedule schedule;                               // cpu backend
+    std::string source;                                  // cpu backend
+    std::optional<toolchain::LoadedModule> module;       // cpu backend
+    double compile_seconds = 0;
+    bool cache_hit = false;
+  };
+  explicit Impl(Image image);
+
+  void call(const Arguments& args);
+
+  // Extents and packed memory for one set of sizes.
+  struct SizedPlan {
+    ir::ConcreteExtents extents;
+    MemoryPlan plan;
+    std::vector<WorkspaceRequirement> requirements;
+  };
+  SizedPlan plan_for(const SizeMap& sizes) const;
+
+  Image image;
+  TransientMemoryMode mode;
+  int num_threads = 1;
+  std::int32_t (*run)(const ff_call*) = nullptr;
+  std::unique_ptr<runtime::TransientMemory> memory;
+
+  // Per-call state, guarded by call_mutex: calls of one instance are serialized.
+  std::mutex call_mutex;
+  struct Binding {
+    bool valid = false;
+    std::vector<std::string> names;  // argument names in the order of the last call
+    std::vector<int> param_of_entry;
+    std::vector<const void*> data;   // per parameter: field / table data pointer
+    std::vector<std::vector<std::int64_t>> shape, origin, strides;
+    ir::BoundCall bound;
+  } binding;
+  SizeMap sizes;
+  bool sized = false;
+  SizedPlan sized_plan;
+  std::vector<ff_buffer> buffers;
+  std::vector<ff_table> tables;
+  std::vector<ff_scalar> scalars, next_scalars;
+  std::vector<std::int64_t> domains;
+  std::vector<std::size_t> transient_offsets;
+
+ private:
+  bool same_structure(const Arguments& args) const;
+  void bind(const Arguments& args);
+  void resize(const SizeMap& new_sizes);
+  void check_reads();
+};
+
+}  // namespace fieldflow
