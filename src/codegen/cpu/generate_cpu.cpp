@@ -71,6 +71,8 @@ class KernelEmitter {
 
   std::string emit() {
     loop_dims_ = ir::kernel_loop_dims(s_, k_);
+    // Outputs first: an in/out field is read before it is written and needs a writable pointer.
+    for (const auto& o : k_.outputs) use_buffer(o, true);
     std::string body = k_.kind == ir::KernelKind::scan ? emit_scan() : emit_pointwise();
     std::string head = fmt::format("// kernel {}: '{}' ({})\nstatic void kernel_{}(const ff_call* call) {{\n", kidx_,
                                    k_.name, k_.kind == ir::KernelKind::scan ? "scan" : "pointwise", kidx_);
@@ -111,10 +113,7 @@ class KernelEmitter {
       for (std::size_t a = 0; a < dims.size(); ++a)
         if (!(dims[a] == unit))
           decls_ += fmt::format("  const std::int64_t s{}_{} = call->buffers[{}].strides[{}];\n", b, a, b, a);
-    } else if (write && !writable_.count(v)) {
-      FIELDFLOW_ASSERT(false, "buffer " + name + " declared read-only before being written");
     }
-    if (write) writable_[v] = true;
     return v;
   }
 
@@ -498,7 +497,7 @@ class KernelEmitter {
   int kidx_;
   std::vector<Dimension> loop_dims_;
   std::string decls_;
-  std::map<std::string, bool> declared_, writable_;
+  std::map<std::string, bool> declared_;
   std::vector<std::map<std::string, std::string>> memo_;
   int counter_ = 0;
   bool uses_error_ = false;

@@ -1,0 +1,77 @@
+// `fieldflow inspect PROGRAM`: the IR, the schedule (after any pass) and the generated source of
+// a built-in program, and optionally its schedule as a Graphviz DOT graph.
+#include <fmt/format.h>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "codegen/cpu/generate_cpu.h"
+#include "fieldflow/errors.h"
+#include "fieldflow/examples.h"
+#include "passes/pipeline.h"
+
+namespace fieldflow::cli {
+
+namespace {
+
+std::string dot_graph(const ir::Schedule& s) {
+  std::string g = fmt::format("digraph \"{}\" {{\n  rankdir=LR;\n  node [fontname=\"Helvetica\"];\n", s.program.name);
+  for (const auto& p : s.program.params)
+    if (p.kind == ir::ParamKind::field)
+      g += fmt::format("  \"{0}\" [shape=note, label=\"{0}\\n{1}\"];\n", p.name, p.type.to_string());
+  for (const auto& t : s.transients)
+    g += fmt::format("  \"{0}\" [shape=ellipse, style=filled, fillcolor=lightyellow, label=\"{0}\\ntransient, live "
+                     "[{1},{2}]\"];\n", t.name, t.first_kernel, t.last_kernel);
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    const auto& kern = s.kernels[k];
+    g += fmt::format("  k{0} [shape=box, style=filled, fillcolor=lightblue, label=\"kernel {0}\\n{1} ({2})\"];\n", k,
+                     kern.name, kern.kind == ir::KernelKind::scan ? "scan" : "pointwise");
+    std::vector<std::string> seen;
+    for (const auto& a : kern.accesses) {
+      if (std::find(seen.begin(), seen.end(), a.buffer) != seen.end()) continue;
+      seen.push_back(a.buffer);
+      g += fmt::format("  \"{}\" -> k{};\n", a.buffer, k);
+    }
+    for (const auto& o : kern.outputs) g += fmt::format("  k{} -> \"{}\";\n", k, o);
+  }
+  return g + "}\n";
+}
+
+void run_inspect(const std::string& name, const std::string& after, const std::string& dot, const std::string& layout) {
+  const auto& ex = examples::example(name);
+  fmt::print("== IR ==\n{}\n", ir::print(ex.program));
+  passes::PipelineOptions po;
+  po.layout = parse_layout(layout);
+  bool found = after.empty();
+  po.after_pass = [&](const std::string& pass, const ir::Schedule& s, bool changed, double seconds) {
+    if (pass != after) return;
+    found = true;
+    fmt::print("== schedule after {} ({}, {:.2f} ms) ==\n{}\n", pass, changed ? "changed" : "unchanged", seconds * 1e3,
+               s.print());
+  };
+  const ir::Schedule s = passes::lower(ex.program, po);
+  if (!found)
+    throw ArgumentError(fmt::format("--after: no pass named '{}'; the pipeline is {}", after, passes::pipeline_description()));
+  if (after.empty()) fmt::print("== schedule ==\n{}\n", s.print());
+  fmt::print("== generated source ==\n{}", codegen::generate_cpu_source(s));
+  if (!dot.empty()) {
+    std::ofstream(dot) << dot_graph(s);
+    fmt::print("\nwrote {}\n", dot);
+  }
+}
+
+}  // namespace
+
+void add_inspect(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect", "Print a built-in program's IR, schedule and generated source");
+  auto name = std::make_shared<std::string>();
+  auto after = std::make_shared<std::string>();
+  auto dot = std::make_shared<std::string>();
+  auto layout = std::make_shared<std::string>("vertical_fastest");
+  cmd->add_option("program", *name, "Built-in program name (see `fieldflow demo`)")->required();
+  cmd->add_option("--after", *after, "Print the schedule after this pass (e.g. select_transients)");
+  cmd->add_option("--dot", *dot, "Write the schedule as a Graphviz DOT graph to this file");
+  cmd->add_option("--layout", *layout, "vertical_fastest or horizontal_fastest");
+  cmd->callback([=] { run_inspect(*name, *after, *dot, *layout); });
+}
+
+}  // namespace fieldflow::cli
