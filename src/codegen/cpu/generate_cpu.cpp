@@ -394,17 +394,24 @@ class KernelEmitter {
     const int nout = static_cast<int>(k_.outputs.size());
     for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, n + 1));
     store_all(values, p, inner, n + 1);
-    std::string code = fmt::format("#pragma omp parallel num_threads(call->num_threads)\n  {{\n    std::int32_t err = 0;\n");
+    // In-kernel checks (dynamic offsets, fixed neighbour shifts) OR their failures into `err`.
+    const std::string red = uses_error_ ? " reduction(|:err)" : "";
+    const std::string report = uses_error_ ? "if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n" : "";
+    std::string code;
     if (n == 1) {
-      code += "#pragma omp for simd schedule(static) reduction(|:err)\n" + loop(order[0], 2) + inner + "    }\n";
-    } else {
-      code += n > 2 ? fmt::format("#pragma omp for collapse({}) schedule(static)\n", n - 1)
-                    : std::string("#pragma omp for schedule(static)\n");
-      for (int a = 0; a < n - 1; ++a) code += loop(order[a], 2 + a);
-      code += "#pragma omp simd reduction(|:err)\n" + loop(order[n - 1], n + 1) + inner;
-      for (int a = n + 1; a >= 2; --a) code += pad(a) + "}\n";
+      code += uses_error_ ? "  std::int32_t err = 0;\n" : "";
+      code += "#pragma omp parallel for simd schedule(static) num_threads(call->num_threads)" + red + "\n" +
+              loop(order[0], 1) + inner + "  }\n" + (report.empty() ? "" : "  " + report);
+      return indent_nested(code);
     }
-    code += "    if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n  }\n";
+    code += "#pragma omp parallel num_threads(call->num_threads)\n  {\n";
+    code += uses_error_ ? "    std::int32_t err = 0;\n" : "";
+    code += n > 2 ? fmt::format("#pragma omp for collapse({}) schedule(static)\n", n - 1)
+                  : std::string("#pragma omp for schedule(static)\n");
+    for (int a = 0; a < n - 1; ++a) code += loop(order[a], 2 + a);
+    code += "#pragma omp simd" + red + "\n" + loop(order[n - 1], n + 1) + inner;
+    for (int a = n + 1; a >= 2; --a) code += pad(a) + "}\n";
+    code += (report.empty() ? "" : "    " + report) + "  }\n";
     return indent_nested(code);
   }
 
@@ -436,7 +443,8 @@ class KernelEmitter {
     std::vector<std::string> carries;
     for (int c = 0; c < nc; ++c) carries.push_back(fmt::format("c{}", c));
     store_all(carries, p, body, ind);
-    std::string code = "#pragma omp parallel num_threads(call->num_threads)\n  {\n    std::int32_t err = 0;\n";
+    std::string code = "#pragma omp parallel num_threads(call->num_threads)\n  {\n";
+    code += uses_error_ ? "    std::int32_t err = 0;\n" : "";
     if (vertical_inner) {
       // Column by column: the carry stays in registers along the sequential vertical sweep.
       if (h > 0) {
@@ -457,10 +465,11 @@ class KernelEmitter {
       // so no barrier is needed between levels.
       code += fmt::format("    for (std::int64_t st = 0; st < hi_{} - lo_{}; ++st) {{\n      {}", K, K, level);
       if (h == 0) code += "#pragma omp single\n      {\n";
-      else if (h == 1) code += "#pragma omp for simd schedule(static) nowait reduction(|:err)\n";
+      // A worksharing loop cannot reduce into the thread's private `err`: no simd when checking.
+      else if (h == 1) code += uses_error_ ? "#pragma omp for schedule(static) nowait\n" : "#pragma omp for simd schedule(static) nowait\n";
       else code += fmt::format("#pragma omp for collapse({}) schedule(static) nowait\n", h - 1);
       for (int a = 0; a < h; ++a) {
-        if (h > 1 && a == h - 1) code += "#pragma omp simd reduction(|:err)\n";
+        if (h > 1 && a == h - 1) code += std::string("#pragma omp simd") + (uses_error_ ? " reduction(|:err)" : "") + "\n";
         code += loop(horizontal[a], 3 + a);
       }
       Point prev = p;
@@ -477,7 +486,7 @@ class KernelEmitter {
       if (h == 0) code += "      }\n";
       code += "    }\n";
     }
-    code += "    if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n  }\n";
+    code += uses_error_ ? "    if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n  }\n" : "  }\n";
     return indent_nested(code);
   }
 

@@ -1,0 +1,238 @@
+// Language features through the compiled CPU backend, each checked against the reference
+// executor bit for bit, plus the call-time errors the compiled path must raise like the reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "fieldflow/dsl.h"
+#include "fieldflow/errors.h"
+#include "fieldflow/mesh.h"
+#include "support/backend_harness.h"
+
+namespace fieldflow {
+namespace {
+
+using testing_support::same_bits;
+
+const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
+const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 6);
+const Connectivity E2C = make_connectivity("E2C", Edge, horizontal_dim("Cell"), 2);
+
+Field filled(std::vector<Dimension> dims, DType t, std::vector<std::int64_t> shape, std::vector<std::int64_t> origin = {},
+             double scale = 0.37, Layout layout = Layout::vertical_fastest) {
+  Field f(std::move(dims), t, std::move(shape), std::move(origin), layout);
+  for (std::int64_t i = 0; i < f.size(); ++i) f.set_from_double(i, std::sin(scale * static_cast<double>(i) + 0.3) * 3);
+  return f;
+}
+
+// The same values in another memory layout.
+Field with_layout(const Field& f, Layout layout) {
+  Field g(f.dims(), f.dtype(), f.shape(), f.origin(), layout);
+  std::vector<std::int64_t> idx(f.dims().size(), 0);
+  for (std::int64_t n = 0; n < f.size(); ++n) {
+    std::int64_t rest = n, src = 0, dst = 0;
+    for (std::size_t a = 0; a < idx.size(); ++a) {
+      idx[a] = rest % f.shape()[a];
+      rest /= f.shape()[a];
+      src += idx[a] * f.strides()[a];
+      dst += idx[a] * g.strides()[a];
+    }
+    std::memcpy(static_cast<char*>(g.data()) + dst * size_of(f.dtype()),
+                static_cast<const char*>(f.data()) + src * size_of(f.dtype()), size_of(f.dtype()));
+  }
+  return g;
+}
+
+// Runs p on copies of `fields` with the reference and compiled backends and compares every field.
+void expect_backends_agree(const ir::Program& p, std::map<std::string, Field>& fields,
+                           const std::map<std::string, Scalar>& scalars = {},
+                           const std::map<std::string, const NeighborTable*>& tables = {},
+                           Layout layout = Layout::vertical_fastest) {
+  std::map<std::string, Field> ref_fields, cpu_fields;
+  for (auto& [n, f] : fields) {
+    ref_fields.emplace(n, with_layout(f, layout));
+    cpu_fields.emplace(n, with_layout(f, layout));
+  }
+  auto args_of = [&](std::map<std::string, Field>& fs) {
+    Arguments a;
+    for (auto& [n, f] : fs) a.field(n, f);
+    for (auto& [n, s] : scalars) a.scalar(n, s);
+    for (auto& [n, t] : tables) a.connectivity(n, *t);
+    return a;
+  };
+  run_reference(p, args_of(ref_fields));
+  compile(p, testing_support::cpu_options(layout))(args_of(cpu_fields));
+  for (auto& [n, f] : ref_fields) EXPECT_TRUE(same_bits(f, cpu_fields.at(n), p.name + "." + n));
+}
+
+TEST(CpuFeatures, ForwardAndBackwardScansWithTupleCarry) {
+  ProgramBuilder pb("scans");
+  auto a = pb.field("a", {I, K}, DType::float64);
+  auto out = pb.field("out", {I, K}, DType::float64);
+  auto nk = pb.scalar("nk", DType::int32);
+  auto fwd = scan("fwd", ScanDirection::forward, {Scalar(0.0), Scalar(1.0)},
+                  [](const Expr& c, const std::vector<Expr>& in) { return make_tuple({c[0] + in[0], c[1] * 0.5 + in[0]}); },
+                  {a});
+  auto bwd = scan("bwd", ScanDirection::backward, {Scalar(0.0)},
+                  [](const Expr& c, const std::vector<Expr>& in) { return c * 0.9 + in[0] - in[1]; }, {fwd[0], fwd[1]});
+  pb.call("solve", bwd, {out}, {{I, 0, 5}, {K, 1, nk}});
+  std::map<std::string, Field> f;
+  f.emplace("a", filled({I, K}, DType::float64, {5, 9}));
+  f.emplace("out", filled({I, K}, DType::float64, {5, 9}, {}, 0.11));
+  expect_backends_agree(pb.build(), f, {{"nk", Scalar(8)}});
+  expect_backends_agree(pb.build(), f, {{"nk", Scalar(8)}}, {}, Layout::horizontal_fastest);
+}
+
+TEST(CpuFeatures, InOutShiftedReadGetsDoubleBuffer) {
+  // w = w + w(K+1): every point must see the old w, never a value written by the same call.
+  ProgramBuilder pb("inout");
+  auto w = pb.field("w", {I, K}, DType::float64);
+  auto nk = pb.scalar("nk", DType::int32);
+  pb.call("smooth", w + w(K + 1) + w(I - 1), {w}, {{I, 1, 6}, {K, 0, nk - 1}});
+  std::map<std::string, Field> f;
+  f.emplace("w", filled({I, K}, DType::float64, {6, 7}));
+  expect_backends_agree(pb.build(), f, {{"nk", Scalar(7)}});
+}
+
+TEST(CpuFeatures, ConcatWhereDynamicOffsetsFloat32AndIntegerMath) {
+  ProgramBuilder pb("mixed");
+  auto x = pb.field("x", {I, K}, DType::float32);
+  auto off = pb.field("off", {I, K}, DType::int32);
+  auto n = pb.field("n", {I, K}, DType::int32);
+  auto out = pb.field("out", {I, K}, DType::float32);
+  auto iout = pb.field("iout", {I, K}, DType::int32);
+  auto nk = pb.scalar("nk", DType::int32);
+  auto top = concat_where(K == 0, x, x(K - 1));
+  auto v = concat_where(K >= nk - 1, top, 0.5f * (x(K + 1) + top)) + sqrt(abs(x)) + exp(x * 0.1) + power(abs(x), x * 0.0 + 1.5);
+  pb.call("mixed", make_tuple({v + x(K + off), n / (n - 2) + abs(n) * 3}), {out, iout}, {{I, 0, 4}, {K, 0, nk}});
+  std::map<std::string, Field> f;
+  f.emplace("x", filled({I, K}, DType::float32, {4, 6}));
+  Field o({I, K}, DType::int32, {4, 6});
+  for (std::int64_t i = 0; i < o.size(); ++i) o.set_from_double(i, (i * 7) % 3 - (i % 6 == 5 ? 1 : 0));
+  // Offsets keep k + off inside [0, 6).
+  for (std::int64_t i = 0; i < o.size(); ++i) {
+    const std::int64_t k = i % 6;
+    o.set_from_double(i, k + (i % 3) - 1 >= 0 && k + (i % 3) - 1 < 6 ? (i % 3) - 1 : 0);
+  }
+  f.emplace("off", std::move(o));
+  Field nn({I, K}, DType::int32, {4, 6});
+  for (std::int64_t i = 0; i < nn.size(); ++i) nn.set_from_double(i, static_cast<double>(i % 5));
+  f.emplace("n", std::move(nn));
+  f.emplace("out", filled({I, K}, DType::float32, {4, 6}));
+  f.emplace("iout", Field({I, K}, DType::int32, {4, 6}));
+  expect_backends_agree(pb.build(), f, {{"nk", Scalar(6)}});
+}
+
+TEST(CpuFeatures, NeighbourReductionsChainedShiftsAndSkipValues) {
+  const Mesh mesh = make_bounded_mesh(5, 4);
+  ProgramBuilder pb("mesh");
+  auto u = pb.field("u", {Vertex, K}, DType::float64);
+  auto w = pb.field("w", {Edge, E2V.local}, DType::float64);
+  auto out_e = pb.field("out_e", {Edge, K}, DType::float64);
+  auto out_v = pb.field("out_v", {Vertex, K}, DType::float64);
+  auto ne = pb.scalar("ne", DType::int32), nv = pb.scalar("nv", DType::int32);
+  pb.call("edge", neighbor_sum(u(E2V) * w, E2V) + max_over(u(E2V), E2V), {out_e}, {{Edge, 0, ne}, {K, 0, 3}});
+  // Chained: vertex -> its edges -> their first vertex; missing V2E entries (-1) are skipped.
+  pb.call("vertex", neighbor_sum(u(E2V[0])(V2E), V2E) + min_over(out_e(V2E), V2E), {out_v}, {{Vertex, 0, nv}, {K, 0, 3}});
+  std::map<std::string, Field> f;
+  f.emplace("u", filled({Vertex, K}, DType::float64, {mesh.n_vertices, 3}));
+  f.emplace("w", filled({Edge, E2V.local}, DType::float64, {mesh.n_edges, 2}, {}, 0.7));
+  f.emplace("out_e", filled({Edge, K}, DType::float64, {mesh.n_edges, 3}));
+  f.emplace("out_v", filled({Vertex, K}, DType::float64, {mesh.n_vertices, 3}));
+  const std::map<std::string, Scalar> s{{"ne", Scalar(static_cast<std::int32_t>(mesh.n_edges))},
+                                        {"nv", Scalar(static_cast<std::int32_t>(mesh.n_vertices))}};
+  const std::map<std::string, const NeighborTable*> t{{"E2V", &mesh.table("E2V")}, {"V2E", &mesh.table("V2E")}};
+  expect_backends_agree(pb.build(), f, s, t);
+  expect_backends_agree(pb.build(), f, s, t, Layout::horizontal_fastest);
+}
+
+TEST(CpuFeatures, MaterializedValueBecomesTransientWithSameResult) {
+  ProgramBuilder pb("materialized");
+  auto in = pb.field("in", {I, J}, DType::float64);
+  auto out = pb.field("out", {I, J}, DType::float64);
+  auto lap = materialize("lap", in(I + 1) + in(I - 1) - 2.0 * in);
+  pb.call("use", lap(J + 1) - lap(J - 1) + lap, {out}, {{I, 1, 7}, {J, 1, 5}});
+  const ir::Program p = pb.build();
+  std::map<std::string, Field> f;
+  f.emplace("in", filled({I, J}, DType::float64, {8, 6}));
+  f.emplace("out", filled({I, J}, DType::float64, {8, 6}));
+  expect_backends_agree(p, f);
+  CompiledProgram prog = compile(p, testing_support::cpu_options());
+  const MemoryPlan plan = prog.memory_plan({});
+  ASSERT_EQ(plan.transients.size(), 1u);
+  EXPECT_EQ(plan.transients[0].name, "lap");
+  // The transient covers exactly what its consumer reads: I in [1,7), J in [0,6).
+  EXPECT_EQ(plan.transients[0].bytes, 6u * 6u * 8u);
+}
+
+TEST(CpuErrors, SameErrorsAsReference) {
+  ProgramBuilder pb("errs");
+  auto in = pb.field("in", {I, K}, DType::float64);
+  auto out = pb.field("out", {I, K}, DType::float64);
+  pb.call("shift", in(I + 1), {out}, {{I, 0, 4}, {K, 0, 2}});
+  const ir::Program p = pb.build();
+  CompiledProgram prog = compile(p, testing_support::cpu_options());
+  Field small = filled({I, K}, DType::float64, {4, 2});  // needs I up to 5
+  Field o = filled({I, K}, DType::float64, {4, 2});
+  const Field before = o.clone();
+  Arguments a;
+  a.field("in", small).field("out", o);
+  EXPECT_THROW(run_reference(p, a), DomainError);
+  EXPECT_THROW(prog(a), DomainError);
+  EXPECT_TRUE(same_bits(before, o, "out untouched"));
+  Field wrong = filled({I, K}, DType::float32, {5, 2});
+  Arguments b;
+  b.field("in", wrong).field("out", o);
+  EXPECT_THROW(prog(b), ArgumentError);
+  Arguments c;
+  c.field("in", small);
+  EXPECT_THROW(prog(c), ArgumentError);
+  // A field laid out for the other layout is refused, naming the layout.
+  Field h = filled({I, K}, DType::float64, {5, 2}, {}, 0.37, Layout::horizontal_fastest);
+  Arguments d;
+  d.field("in", h).field("out", o);
+  try {
+    prog(d);
+    FAIL() << "expected LayoutError";
+  } catch (const LayoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("vertical_fastest"), std::string::npos) << e.what();
+  }
+  // A good call after the rejected ones works.
+  Field good = filled({I, K}, DType::float64, {5, 2});
+  Arguments g;
+  g.field("in", good).field("out", o);
+  prog(g);
+  EXPECT_EQ(o.at<double>({0, 1}), good.at<double>({1, 1}));
+}
+
+TEST(CpuErrors, FixedNeighbourShiftThroughSkipValueIsReported) {
+  const Mesh mesh = make_bounded_mesh(4, 4);
+  ProgramBuilder pb("skip");
+  auto c = pb.field("c", {horizontal_dim("Cell")}, DType::float64);
+  auto out = pb.field("out", {Edge}, DType::float64);
+  pb.call("second_cell", c(E2C[1]), {out}, {{Edge, 0, static_cast<int>(mesh.n_edges)}});
+  const ir::Program p = pb.build();
+  Field cf = filled({horizontal_dim("Cell")}, DType::float64, {mesh.n_cells});
+  Field of({Edge}, DType::float64, {mesh.n_edges});
+  Arguments a;
+  a.field("c", cf).field("out", of).connectivity("E2C", mesh.table("E2C"));
+  EXPECT_THROW(run_reference(p, a), DomainError);
+  EXPECT_THROW(compile(p, testing_support::cpu_options())(a), DomainError);
+}
+
+TEST(CpuErrors, OutputAliasingAnotherArgumentIsRefused) {
+  ProgramBuilder pb("alias");
+  auto in = pb.field("in", {I}, DType::float64);
+  auto out = pb.field("out", {I}, DType::float64);
+  pb.call("copy", in, {out}, {{I, 0, 4}});
+  Field f = filled({I}, DType::float64, {4});
+  Arguments a;
+  a.field("in", f).field("out", f);
+  EXPECT_THROW(compile(pb.build(), testing_support::cpu_options())(a), ArgumentError);
+}
+
+}  // namespace
+}  // namespace fieldflow
