@@ -68,7 +68,8 @@ const Expr* pick(const ir::Schedule& s, const ir::Kernel& k) {
   double best_saving = 0;
   for (const auto& [e, where] : positions) {
     if (e == root || e->type.is_tuple() || e->type.dims.empty() || has_local_dim(e->type)) continue;
-    if (e->kind == ExprKind::named || e->kind == ExprKind::broadcast || e->kind == ExprKind::cast) continue;
+    // A label costs one more than what it wraps, so a labelled value is stored under its label.
+    if (e->kind == ExprKind::broadcast || e->kind == ExprKind::cast) continue;
     const double extra = (static_cast<double>(where.size()) - 1) * cost(*e, memo);
     const double saving = extra - recompute_threshold;
     if (saving > best_saving) {
