@@ -14,7 +14,12 @@ using ir::Type;
 
 namespace {
 
-std::string dims_str(const std::vector<Dimension>& d) { return Type{DType::float64, d, {}}.to_string().substr(7); }
+// Dimension names joined by ", "; messages put the brackets around them.
+std::string dims_str(const std::vector<Dimension>& d) {
+  std::string s;
+  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + d[i].name;
+  return s;
+}
 
 std::shared_ptr<ir::Expr> make_node(ExprKind kind, Type type, std::vector<ExprPtr> args = {}) {
   auto e = std::make_shared<ir::Expr>();
@@ -216,16 +221,18 @@ Expr Expr::operator()(const DynamicOffset& o) const {
 
 Expr Expr::operator()(const NeighborOffset& o) const {
   const Connectivity& c = o.conn;
-  const std::string what = o.index < 0 ? fmt::format("shift by {}", c.name) : fmt::format("shift by {}[{}]", c.name, o.index);
+  const std::string what = o.index == -1 ? fmt::format("shift by {}", c.name) : fmt::format("shift by {}[{}]", c.name, o.index);
   require_field(*this, what);
   if (o.index >= c.max_neighbors || o.index < -1)
     throw DimensionError(fmt::format("{}: expected a neighbour index in [0, {}), given {}", what, c.max_neighbors, o.index));
   if (!type().has(c.target))
     throw DimensionError(fmt::format("{}: the operand has dims [{}], which do not include {} ({} maps {} to {})",
                                      what, dims_str(type().dims), c.target.name, c.name, c.source.name, c.target.name));
-  if (type().has(c.source) || type().has(c.local))
+  // A connectivity within one location (C2E2CO: Cell -> Cell) replaces the dimension by itself.
+  const bool has_source = type().has(c.source) && !(c.source == c.target);
+  if (has_source || type().has(c.local))
     throw DimensionError(fmt::format("{}: the operand already has dimension {}", what,
-                                     type().has(c.source) ? c.source.name : c.local.name));
+                                     has_source ? c.source.name : c.local.name));
   std::vector<Dimension> dims;
   for (const auto& d : type().dims)
     if (!(d == c.target)) dims.push_back(d);

@@ -9,11 +9,13 @@ namespace fieldflow::ir {
 
 namespace {
 
-std::string dims_of(const Field& f) {
+std::string dim_names(const std::vector<Dimension>& dims) {
   std::string s;
-  for (std::size_t i = 0; i < f.dims().size(); ++i) s += (i ? ", " : "") + f.dims()[i].name;
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + dims[i].name;
   return s;
 }
+
+std::string dims_of(const Field& f) { return dim_names(f.dims()); }
 
 std::string_view kind_name(ParamKind k) {
   return k == ParamKind::field ? "a field" : k == ParamKind::scalar ? "a scalar" : "a connectivity table";
@@ -103,7 +105,7 @@ BoundCall bind_arguments(const Program& p, const Arguments& args, bool check_tab
                                           to_string(prm.type.dtype), to_string(f.dtype())));
         if (canonical_dims(f.dims()) != prm.type.dims || f.dims().size() != prm.type.dims.size())
           throw ArgumentError(fmt::format("program '{}': field '{}' expects dims [{}], given [{}]", p.name, prm.name,
-                                          prm.type.to_string(), dims_of(f)));
+                                          dim_names(prm.type.dims), dims_of(f)));
         call.fields[i] = &f;
         break;
       }

@@ -200,6 +200,10 @@ class Interpreter {
       case ExprKind::neighbor_shift: {
         const std::int64_t n = e.offset >= 0 ? e.offset : pt.index[slot(e.conn.local)];
         const std::int32_t nb = neighbor_of(e.conn, pt, n);
+        // A local field read inside a reduction over its own local dimension: the neighbour is
+        // skipped (also when this shift is not at the reduction's source, as in f(V2E)(E2V[0])).
+        if (nb < 0 && e.offset < 0 && std::find(reducing_.begin(), reducing_.end(), e.conn.local) != reducing_.end())
+          throw SkipNeighbor{e.conn.local};
         if (nb < 0)
           throw DomainError(fmt::format("{}: reads through a missing neighbour: {}[{}] of {} {} is -1 (skipped); "
                                         "only reductions skip missing neighbours", where(), e.conn.name, n,
@@ -228,11 +232,26 @@ class Interpreter {
                                            : std::numeric_limits<T>::max();
       Point q = pt;
       const int ls = slot(e.conn.local);
+      const int ss = slot(e.conn.source);
       q.set[ls] = true;
+      reducing_.push_back(e.conn.local);
+      struct Pop {
+        std::vector<Dimension>& v;
+        ~Pop() { v.pop_back(); }
+      } pop{reducing_};
       for (int n = 0; n < e.conn.max_neighbors; ++n) {
-        if (neighbor_of(e.conn, pt, n) < 0) continue;  // missing neighbours do not contribute
+        // Missing neighbours do not contribute. Where the point has the connectivity's source
+        // element, its table row tells (this covers sparse fields too); a local field shifted
+        // elsewhere first (f(V2E)(E2V[0])) reports its own missing neighbours (SkipNeighbor).
+        if (pt.set[ss] && neighbor_of(e.conn, pt, n) < 0) continue;
         q.index[ls] = n;
-        const T v = scalar_as<T>(eval(*e.args[0], q));
+        T v;
+        try {
+          v = scalar_as<T>(eval(*e.args[0], q));
+        } catch (const SkipNeighbor& skip) {
+          if (!(skip.local == e.conn.local)) throw;
+          continue;
+        }
         if (e.rop == ir::ReduceOp::sum) acc = static_cast<T>(acc + v);
         else if (e.rop == ir::ReduceOp::max) acc = acc < v ? v : acc;
         else acc = v < acc ? v : acc;
@@ -243,6 +262,9 @@ class Interpreter {
 
   struct Frame {
     std::vector<Scalar> inputs, carry;
+  };
+  struct SkipNeighbor {
+    Dimension local;
   };
 
   Scalar eval_scan(const Expr& e, const Point& pt, int component) {
@@ -290,6 +312,7 @@ class Interpreter {
   std::vector<ir::ConcreteRange> ranges_;
   std::vector<Dimension> slots_;
   Frame* frame_ = nullptr;
+  std::vector<Dimension> reducing_;  // local dims of the reductions being evaluated, innermost last
   std::map<std::vector<std::int64_t>, std::vector<std::vector<Scalar>>> scan_cache_;
 };
 

@@ -1,0 +1,319 @@
+// Call-time errors of the reference executor: every bad argument, table, domain or read is
+// reported with its error kind and a message naming the program, the argument, what was expected
+// and what was given; and in every case the outputs are left exactly as they were.
+#include <gtest/gtest.h>
+
+#include "fieldflow/dsl.h"
+#include "fieldflow/errors.h"
+#include "fieldflow/mesh.h"
+#include "fieldflow/reference.h"
+#include "reference/lang_test_util.h"
+
+namespace fieldflow {
+namespace {
+
+using namespace langtest;
+
+const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
+
+// out[I, K] = a * s over [0, nx) x [0, 3), and out2 = a(I + 1) over [0, nx - 1) x [0, 3).
+class CallErrors : public ::testing::Test {
+ protected:
+  CallErrors() {
+    ProgramBuilder pb("prog");
+    Expr a = pb.field("a", {I, K}, DType::float64);
+    Expr s = pb.scalar("s", DType::float64);
+    Expr nx = pb.scalar("nx", DType::int32);
+    Expr out = pb.field("out", {I, K}, DType::float64), out2 = pb.field("out2", {I, K}, DType::float64);
+    pb.call("scale", a * s, {out}, {{I, 0, nx}, {K, 0, 3}});
+    pb.call("shift", a(I + 1), {out2}, {{I, 0, nx - 1}, {K, 0, 3}});
+    program = pb.build();
+    fill_pattern(a_, 1);
+    out_.fill(kSentinel);
+    out2_.fill(kSentinel);
+    before_ = snapshot(out_);
+    before2_ = snapshot(out2_);
+  }
+  Arguments good() { return Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_); }
+  bool untouched() const { return same_values(snapshot(out_), before_) && same_values(snapshot(out2_), before2_); }
+
+  ir::Program program;
+  Field a_{{I, K}, DType::float64, {6, 3}};
+  Field out_{{I, K}, DType::float64, {6, 3}};
+  Field out2_{{I, K}, DType::float64, {6, 3}};
+  std::vector<double> before_, before2_;
+};
+
+TEST_F(CallErrors, GoodArgumentsRun) {
+  run_reference(program, good());
+  EXPECT_TRUE(matches(out_, [&](const Index& x) { return a_.at<double>({x[0], x[1]}) * 2.0; }));
+  EXPECT_TRUE(matches(out2_, [&](const Index& x) { return a_.at<double>({x[0] + 1, x[1]}); },
+                      [](const Index& x) { return x[0] < 5; }));
+}
+
+TEST_F(CallErrors, MissingArgument) {
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().field("a", a_).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               "program 'prog'", "missing argument 's'", "float64");
+  EXPECT_ERROR(ArgumentError, run_reference(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", 6).field("out", out_)),
+               "program 'prog'", "missing argument 'out2'", "float64[I, K]");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, ExtraArgument) {
+  Field extra({I}, DType::float64, {3});
+  EXPECT_ERROR(ArgumentError, run_reference(program, good().field("b", extra)), "program 'prog'",
+               "unexpected argument 'b'", "a, s, nx, out, out2");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, DuplicatedArgument) {
+  EXPECT_ERROR(ArgumentError, good().scalar("s", 3.0), "argument 's' given twice");
+  EXPECT_ERROR(ArgumentError, good().field("out", out2_), "argument 'out' given twice");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, ArgumentOfTheWrongKind) {
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().field("a", a_).field("s", out2_).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               "program 'prog'", "argument 's' expects a scalar", "given a field");
+  const Mesh m = make_torus_mesh(3, 3);
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().connectivity("a", m.table("E2V")).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               "argument 'a' expects a field", "given a connectivity table");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, FieldOfTheWrongDtype) {
+  Field a32({I, K}, DType::float32, {6, 3});
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().field("a", a32).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               "program 'prog'", "field 'a'", "expects dtype float64", "given float32");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, FieldOfTheWrongDims) {
+  Field aij({I, J}, DType::float64, {6, 3});
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().field("a", aij).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               "program 'prog'", "field 'a'", "expects dims [I, K]", "given [I, J]");
+  Field ai({I}, DType::float64, {6});
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().field("a", ai).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               "field 'a'", "given [I]");
+  Field aijk({I, J, K}, DType::float64, {6, 1, 3});
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().field("a", aijk).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               "field 'a'", "given [I, J, K]");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, DimensionOfTheSameNameButAnotherKind) {
+  Field ak({I, horizontal_dim("K")}, DType::float64, {6, 3});
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().field("a", ak).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               "field 'a'", "expects dims");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, ScalarOfTheWrongDtype) {
+  auto with_s = [&](Scalar s) {
+    return Arguments().field("a", a_).scalar("s", s).scalar("nx", 6).field("out", out_).field("out2", out2_);
+  };
+  EXPECT_ERROR(ArgumentError, run_reference(program, with_s(2.0f)), "program 'prog'", "scalar 's'", "expects float64",
+               "given float32");
+  EXPECT_ERROR(ArgumentError, run_reference(program, with_s(2)), "scalar 's'", "expects float64", "given int32");
+  EXPECT_ERROR(ArgumentError, run_reference(program, with_s(true)), "scalar 's'", "given bool");
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", 6.0).field("out", out_).field("out2", out2_)),
+               "scalar 'nx'", "expects int32", "given float64");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, Int64ScalarThatDoesNotFitInt32) {
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", std::int64_t{1} << 40).field("out", out_).field("out2", out2_)),
+               "program 'prog'", "scalar 'nx'", "expects int32", "1099511627776", "does not fit");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, DomainOutsideAnOutput) {
+  EXPECT_ERROR(DomainError,
+               run_reference(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", 7).field("out", out_).field("out2", out2_)),
+               "program 'prog'", "call 'scale'", "domain along I is [0, 7)", "output 'out'", "[0, 6)");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, NegativeDomainRange) {
+  EXPECT_ERROR(DomainError,
+               run_reference(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", -1).field("out", out_).field("out2", out2_)),
+               "program 'prog'", "call 'scale'", "[0, -1)", "hi >= lo");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, ReadOutsideAnInputsExtent) {
+  // The outputs cover [0, 6) but this `a` covers only [-1, 5): call 'scale' reads a at I = 5.
+  Field shortA({I, K}, DType::float64, {6, 3}, {-1, 0});
+  fill_pattern(shortA, 2);
+  EXPECT_ERROR(DomainError,
+               run_reference(program, Arguments().field("a", shortA).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               "program 'prog'", "call 'scale'", "field 'a'", "I=5", "[-1, 5)");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(CallErrors, LaterCallFailingCommitsNothing) {
+  // nx = 6 with a covering [0, 6): 'scale' is fine; 'shift' then reads a(I + 1) at I = 5... only
+  // if its domain reaches I = 5, so use a second program whose shift domain does.
+  ProgramBuilder pb("two_calls");
+  Expr a = pb.field("a", {I, K}, DType::float64);
+  Expr out = pb.field("out", {I, K}, DType::float64), out2 = pb.field("out2", {I, K}, DType::float64);
+  pb.call("scale", a * 2, {out}, {{I, 0, 6}, {K, 0, 3}});
+  pb.call("shift", a(I + 1), {out2}, {{I, 0, 6}, {K, 0, 3}});
+  EXPECT_ERROR(DomainError, run_reference(pb.build(), Arguments().field("a", a_).field("out", out_).field("out2", out2_)),
+               "program 'two_calls'", "call 'shift'", "field 'a'", "I=6", "[0, 6)");
+  EXPECT_TRUE(untouched());  // 'scale' succeeded on its own, but nothing is committed
+}
+
+TEST_F(CallErrors, ReadOutsideAlongTheVertical) {
+  ProgramBuilder pb("vread");
+  Expr a = pb.field("a", {K}, DType::float64);
+  Expr out = pb.field("out", {K}, DType::float64);
+  pb.call("up", a(K + 1), {out}, {{K, 0, 3}});
+  Field fa({K}, DType::float64, {3}), fo({K}, DType::float64, {3});
+  fo.fill(kSentinel);
+  const auto b = snapshot(fo);
+  EXPECT_ERROR(DomainError, run_reference(pb.build(), Arguments().field("a", fa).field("out", fo)), "program 'vread'",
+               "call 'up'", "reads field 'a' at K=3", "outside its extent [0, 3)");
+  EXPECT_TRUE(same_values(snapshot(fo), b));
+}
+
+TEST_F(CallErrors, DynamicOffsetOutsideTheExtent) {
+  ProgramBuilder pb("dyn_read");
+  Expr a = pb.field("a", {K}, DType::float64);
+  Expr off = pb.field("off", {K}, DType::int32);
+  Expr out = pb.field("out", {K}, DType::float64);
+  pb.call("gather", a(K + off), {out}, {{K, 0, 4}});
+  Field fa({K}, DType::float64, {4}), foff({K}, DType::int32, {4}), fo({K}, DType::float64, {4});
+  fo.fill(kSentinel);
+  foff.at<std::int32_t>({2}) = -3;  // level 2 reads level -1
+  const auto b = snapshot(fo);
+  EXPECT_ERROR(DomainError, run_reference(pb.build(), Arguments().field("a", fa).field("off", foff).field("out", fo)),
+               "program 'dyn_read'", "field 'a'", "K=-1", "[0, 4)");
+  EXPECT_TRUE(same_values(snapshot(fo), b));
+}
+
+TEST_F(CallErrors, InOutFieldIsRestoredWhenALaterCallFails) {
+  ProgramBuilder pb("inout_fail");
+  Expr a = pb.field("a", {I}, DType::float64);
+  Expr b = pb.field("b", {I}, DType::float64);
+  pb.call("double", a * 2, {a}, {{I, 0, 4}});
+  pb.call("read_far", a(I + 10), {b}, {{I, 0, 4}});
+  Field fa({I}, DType::float64, {4}), fb({I}, DType::float64, {4});
+  fill_pattern(fa, 3);
+  fb.fill(kSentinel);
+  const auto ba = snapshot(fa), bb = snapshot(fb);
+  EXPECT_ERROR(DomainError, run_reference(pb.build(), Arguments().field("a", fa).field("b", fb)), "call 'read_far'", "I=10");
+  EXPECT_TRUE(same_values(snapshot(fa), ba));
+  EXPECT_TRUE(same_values(snapshot(fb), bb));
+}
+
+// --- connectivity tables --------------------------------------------------------------------------------------
+
+class TableErrors : public ::testing::Test {
+ protected:
+  TableErrors() {
+    ProgramBuilder pb("tables");
+    Expr fv = pb.field("fv", {Vertex}, DType::float64);
+    Expr out = pb.field("out", {Edge}, DType::float64);
+    pb.call("edge_sum", neighbor_sum(fv(E2V), E2V), {out}, {{Edge, 0, static_cast<int>(mesh.n_edges)}});
+    program = pb.build();
+    fill_pattern(fv_, 4);
+    out_.fill(kSentinel);
+    before_ = snapshot(out_);
+  }
+  void run(const NeighborTable& t) {
+    run_reference(program, Arguments().field("fv", fv_).field("out", out_).connectivity("E2V", t));
+  }
+  bool untouched() const { return same_values(snapshot(out_), before_); }
+
+  Mesh mesh = make_torus_mesh(3, 4);
+  ir::Program program;
+  Field fv_{{Vertex}, DType::float64, {mesh.n_vertices}};
+  Field out_{{Edge}, DType::float64, {mesh.n_edges}};
+  std::vector<double> before_;
+};
+
+TEST_F(TableErrors, GoodTableRuns) {
+  run(mesh.table("E2V"));
+  const auto& t = mesh.table("E2V");
+  EXPECT_TRUE(matches(out_, [&](const Index& x) { return fv_.at<double>({t(x[0], 0)}) + fv_.at<double>({t(x[0], 1)}); }));
+}
+
+TEST_F(TableErrors, MissingTable) {
+  EXPECT_ERROR(ArgumentError, run_reference(program, Arguments().field("fv", fv_).field("out", out_)), "program 'tables'",
+               "missing argument 'E2V'", "connectivity table");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(TableErrors, WrongMaxNeighbors) {
+  EXPECT_ERROR(ConnectivityError, run(mesh.table("E2C2V")), "program 'tables'", "connectivity 'E2V'",
+               "expects 2 neighbours per Edge", "'E2C2V' with 4");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(TableErrors, WrongLocations) {
+  EXPECT_ERROR(ConnectivityError, run(mesh.table("E2C")), "connectivity 'E2V'", "maps Edge to Vertex",
+               "'E2C' from Edge to Cell");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(TableErrors, WrongDataSize) {
+  NeighborTable t = mesh.table("E2V");
+  t.data.pop_back();
+  EXPECT_ERROR(ConnectivityError, run(t), "connectivity 'E2V'", "should hold", std::to_string(mesh.n_edges) + " x 2",
+               "given " + std::to_string(mesh.n_edges * 2 - 1));
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(TableErrors, IndexOutOfRange) {
+  NeighborTable t = mesh.table("E2V");
+  t.data[7] = static_cast<std::int32_t>(mesh.n_vertices);
+  EXPECT_ERROR(ConnectivityError, run(t), "program 'tables'", "connectivity 'E2V'", "entry (3, 1)",
+               "is " + std::to_string(mesh.n_vertices), "[0, " + std::to_string(mesh.n_vertices) + ")");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(TableErrors, NegativeIndexOtherThanTheSkipValue) {
+  NeighborTable t = mesh.table("E2V");
+  t.data[4] = -2;
+  EXPECT_ERROR(ConnectivityError, run(t), "entry (2, 0) is -2", "expected -1 (skipped)");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(TableErrors, TableShorterThanTheDomain) {
+  NeighborTable t = mesh.table("E2V");
+  t.n_source -= 2;
+  t.data.resize(t.data.size() - 4);
+  EXPECT_ERROR(DomainError, run(t), "program 'tables'", "call 'edge_sum'", "connectivity 'E2V'",
+               "Edge=" + std::to_string(mesh.n_edges - 2), "outside its table");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(TableErrors, NeighbourIndexBeyondTheFieldExtent) {
+  // A valid table (indices < n_target) but a vertex field smaller than the mesh.
+  Field small({Vertex}, DType::float64, {mesh.n_vertices - 1});
+  EXPECT_ERROR(DomainError,
+               run_reference(program, Arguments().field("fv", small).field("out", out_).connectivity("E2V", mesh.table("E2V"))),
+               "program 'tables'", "field 'fv'", "Vertex=" + std::to_string(mesh.n_vertices - 1));
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(TableErrors, TableGivenForAFieldParameter) {
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().connectivity("fv", mesh.table("E2V")).field("out", out_).connectivity("E2V", mesh.table("E2V"))),
+               "argument 'fv' expects a field", "given a connectivity table");
+  EXPECT_TRUE(untouched());
+}
+
+}  // namespace
+}  // namespace fieldflow
