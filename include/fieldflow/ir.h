@@ -151,7 +151,8 @@ void verify(const Program& p);
 std::string print(const Expr& e);
 std::string print(const Program& p);
 
-// Every node reachable from e (scan bodies included), each once, children before parents.
-std::vector<const Expr*> post_order(const ExprPtr& e);
+// Every node reachable from e, each once, children before parents; scan bodies are included
+// unless include_scan_bodies is false.
+std::vector<const Expr*> post_order(const ExprPtr& e, bool include_scan_bodies = true);
 
 }  // namespace fieldflow::ir

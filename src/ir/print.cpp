@@ -26,7 +26,7 @@ class Printer {
   }
 
   void emit(const ExprPtr& root) {
-    for (const Expr* e : post_order(root)) {
+    for (const Expr* e : post_order(root, /*include_scan_bodies=*/false)) {
       if (ids_.count(e) || is_leaf(e)) continue;
       if (e->kind == ExprKind::scan) {
         // The body is printed nested, with its own numbering scope, right before the scan line.

@@ -158,7 +158,7 @@ int Program::index_of(const std::string& n) const {
   return -1;
 }
 
-std::vector<const Expr*> post_order(const ExprPtr& root) {
+std::vector<const Expr*> post_order(const ExprPtr& root, bool include_scan_bodies) {
   std::vector<const Expr*> out;
   std::unordered_set<const Expr*> seen;
   // Iterative DFS: deep expression chains (long operator pipelines) must not overflow the stack.
@@ -172,7 +172,7 @@ std::vector<const Expr*> post_order(const ExprPtr& root) {
     }
     if (!seen.insert(e).second) continue;
     stack.push_back({e, true});
-    if (e->body) stack.push_back({e->body.get(), false});
+    if (e->body && include_scan_bodies) stack.push_back({e->body.get(), false});
     for (auto it = e->args.rbegin(); it != e->args.rend(); ++it) stack.push_back({it->get(), false});
   }
   return out;

@@ -263,7 +263,7 @@ class KernelEmitter {
           FIELDFLOW_ASSERT(local, "local shift outside its reduction");
           slot = local->str();
         }
-        const std::string nb = neighbor(e.conn, src->str(), slot, e.offset >= 0, code, ind);
+        const std::string nb = neighbor(e.conn, src->str(), slot, e.offset >= 0 ? Missing::error : Missing::skip, code, ind);
         Point q;
         for (const auto& i : p)
           if (!(i.dim == e.conn.source) && !(e.offset < 0 && i.dim == e.conn.local)) q.push_back(i);
@@ -280,17 +280,25 @@ class KernelEmitter {
     FIELDFLOW_ASSERT(false, "unknown expression kind");
   }
 
-  std::string neighbor(const Connectivity& c, const std::string& src, const std::string& slot, bool check,
+  // What a -1 entry means where it is read: an error (fixed-index shift), a neighbour the enclosing
+  // reduction skips (local shift), or nothing yet (the reduction's own row, checked by the caller).
+  enum class Missing { error, skip, unchecked };
+
+  std::string neighbor(const Connectivity& c, const std::string& src, const std::string& slot, Missing missing,
                        std::string& code, int ind) {
     const std::string key = fmt::format("nb:{}[{}]({})", c.name, slot, src);
     if (std::string v = lookup(key); !v.empty()) return v;
     const std::string t = use_table(c);
     const std::string v = fresh("nb");
     code += fmt::format("{}std::int32_t {} = {}[std::int64_t({}) * {} + {}];\n", pad(ind), v, t, src, c.max_neighbors, slot);
-    if (check) {
+    if (missing == Missing::error) {
       // A fixed-index shift through a missing neighbour is an error of the call (reported after it).
       code += fmt::format("{}if ({} < 0) {{ err |= ff_error_missing_neighbor; {} = 0; }}\n", pad(ind), v, v);
       uses_error_ = true;
+    } else if (missing == Missing::skip) {
+      // A local field read through another element's row (f(V2E)(E2V[0])): its missing
+      // neighbours are skipped by the reduction whose loop this code is in.
+      code += fmt::format("{}if ({} < 0) continue;\n", pad(ind), v);
     }
     memo_.back()[key] = v;
     return v;
@@ -298,8 +306,7 @@ class KernelEmitter {
 
   std::string reduce(const Expr& e, const Point& p, std::string& code, int ind) {
     const DType t = e.type.dtype;
-    const Index* src = find(p, e.conn.source);
-    FIELDFLOW_ASSERT(src, "reduction at a point without " + e.conn.source.name);
+    const Index* src = find(p, e.conn.source);  // absent when the operand shifts elsewhere first
     const std::string acc = fresh("acc"), n = fresh("n");
     const std::string init = e.rop == ir::ReduceOp::sum   ? fmt::format("{}(0)", ctype(t))
                              : e.rop == ir::ReduceOp::max ? fmt::format("std::numeric_limits<{}>::lowest()", ctype(t))
@@ -307,8 +314,10 @@ class KernelEmitter {
     code += fmt::format("{}{} {} = {};\n", pad(ind), ctype(t), acc, init);
     code += fmt::format("{}for (int {} = 0; {} < {}; ++{}) {{\n", pad(ind), n, n, e.conn.max_neighbors, n);
     memo_.emplace_back();
-    const std::string nb = neighbor(e.conn, src->str(), n, false, code, ind + 1);
-    code += fmt::format("{}if ({} < 0) continue;  // missing neighbours do not contribute\n", pad(ind + 1), nb);
+    if (src) {
+      const std::string nb = neighbor(e.conn, src->str(), n, Missing::unchecked, code, ind + 1);
+      code += fmt::format("{}if ({} < 0) continue;  // missing neighbours do not contribute\n", pad(ind + 1), nb);
+    }
     Point q = p;
     q.push_back({e.conn.local, n, 0, false});
     const std::string x = gen(*e.args[0], q, -1, code, ind + 1);
