@@ -1,0 +1,354 @@
+// The documentation's code is real: every file in docs/snippets/ is compiled into this binary,
+// each Markdown block between `<!-- snippet: PATH -->` and `<!-- end snippet -->` must equal its
+// file byte for byte, and every snippet is run here with its results checked by plain loops.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fieldflow/dsl.h"
+#include "fieldflow/errors.h"
+#include "fieldflow/mesh.h"
+#include "fieldflow/reference.h"
+
+// The snippets (docs/snippets/*.cpp).
+double quickstart();
+double first_program();
+std::vector<std::string> type_rules();
+fieldflow::ir::Program pointwise_program();
+void slopes(fieldflow::Field& f, fieldflow::Field& slope, fieldflow::Field& steep);
+void diffuse(fieldflow::Field& u, fieldflow::Field& flux, int n);
+double diffuse_example();
+fieldflow::ir::Program vertical_program();
+void vertex_edge_vertex(const fieldflow::Mesh& mesh, fieldflow::Field& fv, fieldflow::Field& fe, fieldflow::Field& gv);
+fieldflow::ir::Program sparse_program();
+fieldflow::ir::Program tridiagonal_program();
+std::string call_with_a_short_input(fieldflow::Field& out);
+
+namespace fieldflow {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kRoot = FIELDFLOW_PROJECT_SOURCE_DIR;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return {};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::string line;
+  std::istringstream in(text);
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+struct Block {
+  fs::path markdown;
+  int line = 0;          // 1-based line of the opening marker
+  std::string path;      // as written in the marker, relative to the project root
+  std::string body;      // the fenced code, lines joined with '\n' and a final '\n'
+  std::string problem;   // malformed block: what is wrong
+};
+
+std::vector<fs::path> markdown_files() {
+  std::vector<fs::path> files;
+  if (fs::exists(kRoot / "README.md")) files.push_back(kRoot / "README.md");
+  for (const auto& e : fs::directory_iterator(kRoot / "docs"))
+    if (e.path().extension() == ".md") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<Block> snippet_blocks(const fs::path& md) {
+  static const std::string open = "<!-- snippet: ", close = " -->", end = "<!-- end snippet -->";
+  std::vector<Block> blocks;
+  const auto lines = split_lines(read_file(md));
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    if (l.rfind(open, 0) != 0) continue;
+    Block b;
+    b.markdown = md;
+    b.line = static_cast<int>(i) + 1;
+    if (l.size() < open.size() + close.size() || l.substr(l.size() - close.size()) != close) {
+      b.problem = "marker not closed with ' -->'";
+      blocks.push_back(b);
+      continue;
+    }
+    b.path = l.substr(open.size(), l.size() - open.size() - close.size());
+    if (i + 1 >= lines.size() || lines[i + 1] != "```cpp") {
+      b.problem = "the marker must be followed by a ```cpp line";
+      blocks.push_back(b);
+      continue;
+    }
+    std::size_t j = i + 2;
+    for (; j < lines.size() && lines[j] != "```"; ++j) b.body += lines[j] + "\n";
+    if (j >= lines.size()) b.problem = "unterminated code block";
+    else if (j + 1 >= lines.size() || lines[j + 1] != end) b.problem = "the code block must be followed by " + end;
+    blocks.push_back(b);
+    i = j;
+  }
+  return blocks;
+}
+
+// --- the Markdown shows the files verbatim --------------------------------------------------------------
+
+TEST(DocSnippets, EveryMarkedBlockEqualsItsFile) {
+  int blocks = 0;
+  for (const auto& md : markdown_files()) {
+    for (const Block& b : snippet_blocks(md)) {
+      ++blocks;
+      const std::string where = md.filename().string() + ":" + std::to_string(b.line);
+      EXPECT_TRUE(b.problem.empty()) << where << ": " << b.problem;
+      if (!b.problem.empty()) continue;
+      const fs::path file = kRoot / b.path;
+      ASSERT_TRUE(fs::exists(file)) << where << ": no such file " << b.path;
+      const std::string content = read_file(file);
+      if (content != b.body) {
+        // Point at the first differing line.
+        const auto want = split_lines(content), got = split_lines(b.body);
+        std::size_t k = 0;
+        while (k < want.size() && k < got.size() && want[k] == got[k]) ++k;
+        ADD_FAILURE() << where << ": the block differs from " << b.path << " at line " << k + 1 << ":\n  file: "
+                      << (k < want.size() ? want[k] : "<end>") << "\n  doc:  " << (k < got.size() ? got[k] : "<end>");
+      }
+    }
+  }
+  EXPECT_GE(blocks, 11) << "docs/language.md and README.md embed the snippets";
+}
+
+TEST(DocSnippets, EverySnippetFileIsShownSomewhere) {
+  std::map<std::string, int> shown;
+  for (const auto& md : markdown_files())
+    for (const Block& b : snippet_blocks(md)) ++shown[b.path];
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(kRoot / "docs" / "snippets")) {
+    if (e.path().extension() != ".cpp") continue;
+    ++files;
+    const std::string rel = "docs/snippets/" + e.path().filename().string();
+    EXPECT_GT(shown[rel], 0) << rel << " is compiled but no Markdown file shows it";
+  }
+  EXPECT_GE(files, 11);
+}
+
+TEST(DocSnippets, TheCheckerNoticesADifference) {
+  // The comparison above must be able to fail: a block one character off is reported.
+  const fs::path tmp = fs::temp_directory_path() / "fieldflow_doc_snippet_check.md";
+  const std::string real = read_file(kRoot / "docs/snippets/first_program.cpp");
+  ASSERT_FALSE(real.empty());
+  std::string altered = real;
+  altered[altered.size() / 2] = altered[altered.size() / 2] == 'x' ? 'y' : 'x';
+  std::ofstream(tmp) << "text\n<!-- snippet: docs/snippets/first_program.cpp -->\n```cpp\n" << altered
+                     << "```\n<!-- end snippet -->\n<!-- snippet: docs/snippets/first_program.cpp -->\nno fence\n";
+  const auto blocks = snippet_blocks(tmp);
+  fs::remove(tmp);
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_TRUE(blocks[0].problem.empty());
+  EXPECT_NE(blocks[0].body, real);
+  EXPECT_FALSE(blocks[1].problem.empty());
+}
+
+// --- the snippets run and compute the right values ------------------------------------------------------------
+
+const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+
+TEST(DocSnippets, Quickstart) { EXPECT_DOUBLE_EQ(quickstart(), 20.0); }
+
+TEST(DocSnippets, FirstProgram) { EXPECT_DOUBLE_EQ(first_program(), 2.0); }
+
+TEST(DocSnippets, TypeRules) {
+  const auto seen = type_rules();
+  ASSERT_EQ(seen.size(), 6u);
+  EXPECT_EQ(seen[0], "float32[I, K]");
+  EXPECT_EQ(seen[1], "bool[I, K]");
+  EXPECT_EQ(seen[2], "float64[I, K]");
+  EXPECT_EQ(seen[3], "float64[I, K]");
+  EXPECT_NE(seen[4].find("float32 and float64"), std::string::npos) << seen[4];
+  EXPECT_NE(seen[4].find("astype"), std::string::npos) << seen[4];
+  EXPECT_NE(seen[5].find("literal 0.5"), std::string::npos) << seen[5];
+}
+
+TEST(DocSnippets, Pointwise) {
+  Field T({I, K}, DType::float32, {8, 4}), q({I, K}, DType::float32, {8, 4});
+  Field rh({I, K}, DType::float32, {8, 4}), cloudy({I, K}, DType::boolean, {8, 4}), h({I, K}, DType::float32, {8, 4});
+  for (int i = 0; i < 8; ++i)
+    for (int k = 0; k < 4; ++k) {
+      T.at<float>({i, k}) = 250.0f + 8.0f * static_cast<float>(i) - 3.0f * static_cast<float>(k);
+      q.at<float>({i, k}) = 0.002f + 0.003f * static_cast<float>((i + 2 * k) % 7);
+    }
+  T.at<float>({0, 0}) = std::numeric_limits<float>::quiet_NaN();
+  T.at<float>({1, 0}) = 190.0f;
+  run_reference(pointwise_program(),
+                Arguments().field("T", T).field("q", q).field("rh", rh).field("cloudy", cloudy).field("height", h));
+  int clamped = 0, saturated = 0;
+  for (int i = 0; i < 8; ++i)
+    for (int k = 0; k < 4; ++k) {
+      const float t = T.at<float>({i, k}), qq = q.at<float>({i, k});
+      const float es = 6.112f * std::exp(17.67f * (t - 273.15f) / (t - 29.65f));
+      const float ratio = qq * 1013.25f / (0.622f * es);
+      const bool valid = !std::isnan(ratio) && t > 200.0f && t < 330.0f;
+      const float want = valid ? std::min(std::max(ratio, 0.0f), 1.0f) : 0.0f;
+      EXPECT_FLOAT_EQ(rh.at<float>({i, k}), want) << i << "," << k;
+      EXPECT_EQ(cloudy.at<bool>({i, k}), valid && ratio > 0.95f) << i << "," << k;
+      EXPECT_FLOAT_EQ(h.at<float>({i, k}), 250.0f * std::sqrt(static_cast<float>(k) + 0.5f));
+      clamped += valid && ratio > 1.0f;
+      saturated += cloudy.at<bool>({i, k});
+    }
+  EXPECT_EQ(rh.at<float>({0, 0}), 0.0f);  // NaN temperature
+  EXPECT_EQ(rh.at<float>({1, 0}), 0.0f);  // out of range
+  EXPECT_GT(clamped, 0);
+  EXPECT_GT(saturated, 0);
+}
+
+TEST(DocSnippets, Operators) {
+  const int n = 12;
+  Field f({I}, DType::float64, {n}), slope({I}, DType::float64, {n}), steep({I}, DType::boolean, {n});
+  const double v[n] = {0, 1, 3, 2, 2, 5, 9, 8, 4, 4.2, 4.1, 0};
+  for (int i = 0; i < n; ++i) f.at<double>({i}) = v[i];
+  slope.fill(-99);
+  slopes(f, slope, steep);
+  for (int i = 0; i < n; ++i) {
+    if (i == 0 || i == n - 1) {
+      EXPECT_EQ(slope.at<double>({i}), -99) << "outside the domain";
+      continue;
+    }
+    const double a = v[i + 1] - v[i], b = v[i] - v[i - 1];
+    const double want = a * b <= 0 ? 0.0 : (std::abs(a) < std::abs(b) ? a : b);
+    EXPECT_EQ(slope.at<double>({i}), want) << i;
+    EXPECT_EQ(steep.at<bool>({i}), std::abs(want) > 0.5) << i;
+  }
+}
+
+TEST(DocSnippets, HaloAndDomains) {
+  const int n = 7;
+  Field u({I}, DType::float64, {n + 2}, {-1}), flux({I}, DType::float64, {n + 1});
+  std::vector<double> old(n + 2);
+  for (int i = -1; i <= n; ++i) old[i + 1] = u.at<double>({i}) = std::sin(0.7 * i) + 0.1 * i;
+  diffuse(u, flux, n);
+  auto o = [&](int i) { return old[i + 1]; };
+  for (int i = 0; i <= n; ++i) EXPECT_DOUBLE_EQ(flux.at<double>({i}), o(i) - o(i - 1)) << i;
+  for (int i = 0; i < n; ++i)
+    EXPECT_DOUBLE_EQ(u.at<double>({i}), o(i) + 0.25 * ((o(i + 1) - o(i)) - (o(i) - o(i - 1)))) << i;
+  EXPECT_EQ(u.at<double>({-1}), o(-1));
+  EXPECT_EQ(u.at<double>({n}), o(n));
+  EXPECT_DOUBLE_EQ(diffuse_example(), 0.5);
+}
+
+TEST(DocSnippets, Vertical) {
+  const int ni = 4, nk = 6;
+  Field q({I, K}, DType::float64, {ni, nk}), lev({I, K}, DType::int32, {ni, nk});
+  Field dq({I, K}, DType::float64, {ni, nk}), g({I, K}, DType::float64, {ni, nk});
+  for (int i = 0; i < ni; ++i)
+    for (int k = 0; k < nk; ++k) {
+      q.at<double>({i, k}) = (i + 1) * k * k + 0.5 * i;
+      lev.at<std::int32_t>({i, k}) = (nk - 1 - k) - i % 2;  // reversed column, shifted down on odd i
+    }
+  run_reference(vertical_program(),
+                Arguments().field("q", q).field("lev", lev).scalar("nk", nk).field("dq", dq).field("g", g));
+  for (int i = 0; i < ni; ++i)
+    for (int k = 0; k < nk; ++k) {
+      auto Q = [&](int kk) { return q.at<double>({i, kk}); };
+      const double want = k == 0 ? Q(1) - Q(0) : k >= nk - 1 ? Q(k) - Q(k - 1) : (Q(k + 1) - Q(k - 1)) / 2;
+      EXPECT_DOUBLE_EQ(dq.at<double>({i, k}), want) << i << "," << k;
+      EXPECT_EQ(g.at<double>({i, k}), Q(nk - 1 - i % 2)) << i << "," << k;
+    }
+}
+
+TEST(DocSnippets, Unstructured) {
+  const Mesh mesh = make_bounded_mesh(5, 4);
+  Field fv({Vertex}, DType::float64, {mesh.n_vertices}), fe({Edge}, DType::float64, {mesh.n_edges});
+  Field gv({Vertex}, DType::float64, {mesh.n_vertices});
+  for (std::int64_t v = 0; v < mesh.n_vertices; ++v) fv.at<double>({v}) = mesh.vertex_x[v] * 3 - mesh.vertex_y[v] * mesh.vertex_y[v];
+  vertex_edge_vertex(mesh, fv, fe, gv);
+  const auto &e2v = mesh.table("E2V"), &v2e = mesh.table("V2E");
+  std::vector<double> edge(mesh.n_edges);
+  for (std::int64_t e = 0; e < mesh.n_edges; ++e) {
+    edge[e] = 0.5 * (fv.at<double>({e2v(e, 0)}) + fv.at<double>({e2v(e, 1)}));
+    EXPECT_DOUBLE_EQ(fe.at<double>({e}), edge[e]);
+  }
+  for (std::int64_t v = 0; v < mesh.n_vertices; ++v) {
+    double s = 0;
+    int count = 0;
+    for (int n = 0; n < 6; ++n)
+      if (v2e(v, n) >= 0) s += edge[v2e(v, n)], ++count;
+    EXPECT_DOUBLE_EQ(gv.at<double>({v}), s / count) << v;
+  }
+}
+
+TEST(DocSnippets, SparseFields) {
+  const Mesh mesh = make_bounded_mesh(4, 4);
+  const Dimension E2C2VDim{"E2C2VDim", DimKind::local};
+  Field fv({Vertex}, DType::float64, {mesh.n_vertices}), fe({Edge}, DType::float64, {mesh.n_edges});
+  Field w({Edge, E2C2VDim}, DType::float64, {mesh.n_edges, 4});
+  Field interp({Edge}, DType::float64, {mesh.n_edges}), peak({Edge}, DType::float64, {mesh.n_edges});
+  for (std::int64_t v = 0; v < mesh.n_vertices; ++v) fv.at<double>({v}) = std::cos(1.3 * v);
+  for (std::int64_t e = 0; e < mesh.n_edges; ++e) {
+    fe.at<double>({e}) = std::sin(0.9 * e);
+    for (int n = 0; n < 4; ++n) w.at<double>({e, n}) = 0.1 * (n + 1) + 0.01 * e;
+  }
+  run_reference(sparse_program(), Arguments()
+                                      .field("fv", fv).field("fe", fe).field("w", w)
+                                      .field("interp", interp).field("peak", peak)
+                                      .scalar("n_edges", mesh.n_edges)
+                                      .connectivity("E2C2V", mesh.table("E2C2V"))
+                                      .connectivity("E2V", mesh.table("E2V"))
+                                      .connectivity("V2E", mesh.table("V2E")));
+  const auto &e2c2v = mesh.table("E2C2V"), &e2v = mesh.table("E2V"), &v2e = mesh.table("V2E");
+  for (std::int64_t e = 0; e < mesh.n_edges; ++e) {
+    double s = 0, m = std::numeric_limits<double>::lowest();
+    for (int n = 0; n < 4; ++n)
+      if (e2c2v(e, n) >= 0) s += w.at<double>({e, n}) * fv.at<double>({e2c2v(e, n)});
+    for (int n = 0; n < 6; ++n)
+      if (const auto x = v2e(e2v(e, 0), n); x >= 0) m = std::max(m, fe.at<double>({x}));
+    EXPECT_DOUBLE_EQ(interp.at<double>({e}), s) << e;
+    EXPECT_EQ(peak.at<double>({e}), m) << e;
+  }
+}
+
+TEST(DocSnippets, Tridiagonal) {
+  const int ni = 3, nk = 9;
+  Field a({I, K}, DType::float64, {ni, nk}), b({I, K}, DType::float64, {ni, nk}), c({I, K}, DType::float64, {ni, nk}),
+      d({I, K}, DType::float64, {ni, nk}), x({I, K}, DType::float64, {ni, nk});
+  for (int i = 0; i < ni; ++i)
+    for (int k = 0; k < nk; ++k) {
+      a.at<double>({i, k}) = k == 0 ? 0.0 : -1.0 - 0.1 * i;
+      b.at<double>({i, k}) = 4.0 + 0.2 * k;
+      c.at<double>({i, k}) = k == nk - 1 ? 0.0 : -1.0 + 0.05 * k;
+      d.at<double>({i, k}) = std::sin(k + i);
+    }
+  run_reference(tridiagonal_program(), Arguments()
+                                           .field("a", a).field("b", b).field("c", c).field("d", d).field("x", x)
+                                           .scalar("ni", ni).scalar("nk", nk));
+  for (int i = 0; i < ni; ++i)
+    for (int k = 0; k < nk; ++k) {  // the solution satisfies every equation of its column
+      double lhs = b.at<double>({i, k}) * x.at<double>({i, k});
+      if (k > 0) lhs += a.at<double>({i, k}) * x.at<double>({i, k - 1});
+      if (k < nk - 1) lhs += c.at<double>({i, k}) * x.at<double>({i, k + 1});
+      EXPECT_NEAR(lhs, d.at<double>({i, k}), 1e-12) << i << "," << k;
+    }
+}
+
+TEST(DocSnippets, CallErrors) {
+  Field out({I}, DType::float64, {10});
+  out.fill(7.0);
+  const std::string msg = call_with_a_short_input(out);
+  for (const char* word : {"program 'diff'", "call 'forward_difference'", "field 'a'", "I=10", "[0, 10)"})
+    EXPECT_NE(msg.find(word), std::string::npos) << msg;
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(out.at<double>({i}), 7.0);
+}
+
+}  // namespace
+}  // namespace fieldflow
