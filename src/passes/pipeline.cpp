@@ -11,6 +11,7 @@
 #include "passes/assign_storage.h"
 #include "passes/break_write_hazards.h"
 #include "passes/build_kernels.h"
+#include "passes/fuse_kernels.h"
 #include "passes/infer_accesses.h"
 #include "passes/select_transients.h"
 
@@ -30,6 +31,9 @@ const std::vector<Step>& steps() {
       // pointwise code, shifts of buffers and reductions, which the later passes rely on.
       {"select_transients", [](ir::Schedule& s, const PipelineOptions&) { select_transients(s); }},
       {"infer_accesses", [](ir::Schedule& s, const PipelineOptions&) { infer_accesses(s); }},
+      // Needs the access summaries (fusion is legal only for reads at the computed point); runs
+      // before hazard breaking so a fused kernel's own hazards get double buffers too.
+      {"fuse_kernels", [](ir::Schedule& s, const PipelineOptions&) { fuse_kernels(s); }},
       // Needs the access summaries to see which outputs are read at other points.
       {"break_write_hazards", [](ir::Schedule& s, const PipelineOptions&) { break_write_hazards(s); }},
       // Last structural change is done: live ranges are final.

@@ -46,7 +46,7 @@ TEST(Pipeline, DescriptionListsPassesInOrderAndObserverSeesEach) {
   o.verify_each = true;
   o.after_pass = [&](const std::string& name, const ir::Schedule&, bool, double) { seen.push_back(name); };
   passes::lower(pb.build(), o);
-  ASSERT_EQ(seen.size(), 6u);
+  ASSERT_EQ(seen.size(), 7u);
   EXPECT_EQ(seen.front(), "build_kernels");
   EXPECT_EQ(seen.back(), "assign_storage");
 }
