@@ -8,5 +8,6 @@ void add_demo(CLI::App& app);
 void add_inspect(CLI::App& app);
 void add_plan(CLI::App& app);
 void add_cache(CLI::App& app);
+void add_bench(CLI::App& app);
 
 }  // namespace fieldflow::cli

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   fieldflow::cli::add_inspect(app);
   fieldflow::cli::add_plan(app);
   fieldflow::cli::add_cache(app);
+  fieldflow::cli::add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,737 @@
+// Hand-written baselines of the built-in examples (see baselines.h). Every formula below repeats
+// the program's (src/examples/*.cpp) in the same association order; comments name the program.
+#include "baselines.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+#include "fieldflow/errors.h"
+#include "fieldflow/mesh.h"
+
+namespace fieldflow::bench {
+
+namespace {
+
+// A field seen as a flat array: the element at absolute index (a, b, c) sits at
+// off + a*s[0] + b*s[1] + c*s[2] (origin folded into off). Unused trailing strides are 0.
+template <class T>
+struct View {
+  T* d = nullptr;
+  std::int64_t off = 0;
+  std::int64_t s[3] = {0, 0, 0};
+  std::int64_t at(std::int64_t a, std::int64_t b = 0, std::int64_t c = 0) const {
+    return off + a * s[0] + b * s[1] + c * s[2];
+  }
+  T* ptr(std::int64_t a, std::int64_t b = 0, std::int64_t c = 0) const { return d + at(a, b, c); }
+};
+
+template <class T>
+View<T> view(examples::ExampleInstance& inst, const std::string& name, std::size_t rank) {
+  auto it = inst.fields.find(name);
+  if (it == inst.fields.end()) throw ArgumentError(fmt::format("baseline: instance has no field '{}'", name));
+  Field& f = it->second;
+  if (f.dims().size() != rank)
+    throw ArgumentError(fmt::format("baseline: field '{}' has rank {}, expected {}", name, f.dims().size(), rank));
+  View<T> v;
+  v.d = f.data_as<std::remove_const_t<T>>();
+  for (std::size_t a = 0; a < rank; ++a) {
+    v.s[a] = f.strides()[a];
+    v.off -= f.origin()[a] * f.strides()[a];
+  }
+  return v;
+}
+
+int int_scalar(const examples::ExampleInstance& inst, const std::string& name) {
+  return static_cast<int>(inst.scalars.at(name).as_int());
+}
+double real_scalar(const examples::ExampleInstance& inst, const std::string& name) {
+  return inst.scalars.at(name).as_double();
+}
+const NeighborTable& table(const examples::ExampleInstance& inst, const std::string& name) {
+  if (!inst.mesh) throw ArgumentError("baseline: unstructured instance without a mesh");
+  return inst.mesh->table(name);
+}
+
+Layout layout_of(const examples::ExampleInstance& inst) { return inst.fields.begin()->second.layout(); }
+
+// Every row of the box [0,nx) x [0,ny) x [0,nk) along its unit-stride dimension (K when
+// kfast, else I): body(i, j, k, n) gets the row's first point and its length.
+template <class Body>
+void for_rows(bool kfast, int nx, int ny, int nk, const Body& body) {
+  if (kfast) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int i = 0; i < nx; ++i)
+      for (int j = 0; j < ny; ++j) body(i, j, 0, nk);
+  } else {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int k = 0; k < nk; ++k)
+      for (int j = 0; j < ny; ++j) body(0, j, k, nx);
+  }
+}
+
+struct CartSizes {
+  int nx, ny, nk;
+  bool kfast;
+};
+CartSizes cart_sizes(const examples::ExampleInstance& inst) {
+  return {int_scalar(inst, "nx"), int_scalar(inst, "ny"), int_scalar(inst, "nk"),
+          layout_of(inst) == Layout::vertical_fastest};
+}
+
+// The fieldflow Laplacian, -4 in + in(I+1) + in(I-1) + in(J+1) + in(J-1), left to right.
+inline double lap(const double* q, std::int64_t dI, std::int64_t dJ) {
+  return (((-4.0 * q[0] + q[dI]) + q[-dI]) + q[dJ]) + q[-dJ];
+}
+
+// hdiff's limiter: where(flux * gradient > 0, 0, flux). Written as a bit mask (+0.0 has no bits
+// set, so the result is the select's bit for bit): with four plain selects in one loop GCC
+// threads them into branches and, under the default -ftrapping-math, gives up vectorising.
+inline double limited(double flux, double gradient) {
+  const std::uint64_t keep = -static_cast<std::uint64_t>(!(flux * gradient > 0.0));
+  return std::bit_cast<double>(std::bit_cast<std::uint64_t>(flux) & keep);
+}
+
+// ---------------------------------------------------------------------------------------------
+std::function<void()> bind_laplacian(examples::ExampleInstance& inst) {
+  const auto in = view<double>(inst, "in", 3);
+  const auto out = view<double>(inst, "out", 3);
+  const CartSizes n = cart_sizes(inst);
+  return [=] {
+    const std::int64_t dI = in.s[0], dJ = in.s[1];
+    for_rows(n.kfast, n.nx, n.ny, n.nk, [&](int i, int j, int k, int len) {
+      const double* __restrict q = in.ptr(i, j, k);
+      double* __restrict o = out.ptr(i, j, k);
+#pragma omp simd
+      for (int x = 0; x < len; ++x) o[x] = lap(q + x, dI, dJ);
+    });
+  };
+}
+
+// lap_of_lap: the Laplacian of the Laplacian, the inner one recomputed at the five points from
+// cache rather than stored.
+std::function<void()> bind_lap_of_lap(examples::ExampleInstance& inst) {
+  const auto in = view<double>(inst, "in", 3);
+  const auto out = view<double>(inst, "out", 3);
+  const CartSizes n = cart_sizes(inst);
+  return [=] {
+    const std::int64_t dI = in.s[0], dJ = in.s[1];
+    for_rows(n.kfast, n.nx, n.ny, n.nk, [&](int i, int j, int k, int len) {
+      const double* __restrict q = in.ptr(i, j, k);
+      double* __restrict o = out.ptr(i, j, k);
+#pragma omp simd
+      for (int x = 0; x < len; ++x) {
+        const double* p = q + x;
+        o[x] = (((-4.0 * lap(p, dI, dJ) + lap(p + dI, dI, dJ)) + lap(p - dI, dI, dJ)) + lap(p + dJ, dI, dJ)) +
+               lap(p - dJ, dI, dJ);
+      }
+    });
+  };
+}
+
+// hdiff: one fused pass; lap at the five points, the four limited fluxes, the update.
+std::function<void()> bind_hdiff(examples::ExampleInstance& inst) {
+  const auto in = view<double>(inst, "in", 3);
+  const auto coeff = view<double>(inst, "coeff", 3);
+  const auto out = view<double>(inst, "out", 3);
+  const CartSizes n = cart_sizes(inst);
+  return [=] {
+    const std::int64_t dI = in.s[0], dJ = in.s[1];
+    for_rows(n.kfast, n.nx, n.ny, n.nk, [&](int i, int j, int k, int len) {
+      const double* __restrict q = in.ptr(i, j, k);
+      const double* __restrict c = coeff.ptr(i, j, k);
+      double* __restrict o = out.ptr(i, j, k);
+#pragma omp simd
+      for (int x = 0; x < len; ++x) {
+        const double* p = q + x;
+        const double lc = lap(p, dI, dJ);
+        const double le = lap(p + dI, dI, dJ), lw = lap(p - dI, dI, dJ);
+        const double ln = lap(p + dJ, dI, dJ), ls = lap(p - dJ, dI, dJ);
+        // Fluxes at (i, j), (i-1, j), (i, j), (i, j-1); counter-gradient ones are limited to 0.
+        const double flx = limited(le - lc, p[dI] - p[0]);
+        const double flx_w = limited(lc - lw, p[0] - p[-dI]);
+        const double fly = limited(ln - lc, p[dJ] - p[0]);
+        const double fly_s = limited(lc - ls, p[0] - p[-dJ]);
+        o[x] = p[0] - c[x] * (((flx - flx_w) + fly) - fly_s);
+      }
+    });
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// vadv: the Thomas algorithm per column. Coefficients of level k (program order):
+//   gav = k == 0 ? 0 : -0.25 (wcon(I+1) + wcon),  gcv = k == nk-1 ? 0 : 0.25 (wcon(I+1,K+1) + wcon(K+1))
+//   a = gav/2, c = gcv/2, b = dtr - a - c
+//   d = dtr u_pos + utens + utens_stage + [k>0] (-a (u(K-1) - u)) + [k<nk-1] (-c (u(K+1) - u))
+// forward  c'_k = c / (b - c'_{k-1} a),  d'_k = (d - d'_{k-1} a) / (b - c'_{k-1} a)
+// backward x_k = d'_k - c'_k x_{k+1};  out = dtr (x - u_pos)
+struct VadvFields {
+  View<const double> us, wc, up, ut, uts;
+  View<double> out;
+  double dtr;
+  int nx, ny, nk;
+};
+
+VadvFields vadv_fields(examples::ExampleInstance& inst) {
+  VadvFields f;
+  f.us = view<const double>(inst, "u_stage", 3);
+  f.wc = view<const double>(inst, "wcon", 3);
+  f.up = view<const double>(inst, "u_pos", 3);
+  f.ut = view<const double>(inst, "utens", 3);
+  f.uts = view<const double>(inst, "utens_stage", 3);
+  f.out = view<double>(inst, "out", 3);
+  f.dtr = real_scalar(inst, "dtr_stage");
+  f.nx = int_scalar(inst, "nx");
+  f.ny = int_scalar(inst, "ny");
+  f.nk = int_scalar(inst, "nk");
+  return f;
+}
+
+// One level of the forward sweep for one point; pointers at the point's level, dK/dIw the
+// K stride of u_stage and the I stride of wcon.
+template <bool First, bool Last>
+inline void vadv_forward_point(double dtr, const double* us, std::int64_t dK, const double* wc, std::int64_t dIw,
+                               std::int64_t dKw, double up, double ut, double uts, double cp_prev,
+                               double dp_prev, double& cp, double& dp) {
+  const double gav = First ? 0.0 : -0.25 * (wc[dIw] + wc[0]);
+  const double gcv = Last ? 0.0 : 0.25 * (wc[dIw + dKw] + wc[dKw]);
+  const double a = gav * 0.5, c = gcv * 0.5;
+  const double b = (dtr - a) - c;
+  const double lower = First ? 0.0 : -a * (us[-dK] - us[0]);
+  const double upper = Last ? 0.0 : -c * (us[dK] - us[0]);
+  const double d = ((dtr * up + ut) + uts) + (lower + upper);
+  const double div = 1.0 / (b - cp_prev * a);
+  cp = c * div;
+  dp = (d - dp_prev * a) * div;
+}
+
+// Vertical-fastest: columns are contiguous, but the solve is a recurrence along them: one
+// column alone is bound by the latency of its division chain. So each thread takes blocks of
+// B neighbouring columns (same i, consecutive j):
+//  1. the coefficients a, b, c, d of each column, vectorised along K (unit stride), into a
+//     per-thread buffer laid out [column][level];
+//  2. the forward elimination of the B columns side by side, vectorised across columns
+//     (B independent division chains in flight);
+//  3. the back substitution likewise, then out per column, vectorised along K again.
+constexpr int vadv_block = 8;
+
+struct VadvColumnBuffers {
+  double *a, *b, *c, *d, *cp, *dp;  // [vadv_block][nk]
+};
+
+// Step 1 for one column: a, b, c, d at every level, the boundary levels peeled.
+inline void vadv_coefficients(const VadvFields& f, int i, int j, const VadvColumnBuffers& t, int col) {
+  const int nk = f.nk;
+  const std::int64_t dIw = f.wc.s[0];
+  const double* __restrict us = f.us.ptr(i, j, 0);
+  const double* __restrict w0 = f.wc.ptr(i, j, 0);
+  const double* __restrict w1 = w0 + dIw;
+  const double* __restrict up = f.up.ptr(i, j, 0);
+  const double* __restrict ut = f.ut.ptr(i, j, 0);
+  const double* __restrict uts = f.uts.ptr(i, j, 0);
+  double* __restrict a = t.a + col * nk;
+  double* __restrict b = t.b + col * nk;
+  double* __restrict c = t.c + col * nk;
+  double* __restrict d = t.d + col * nk;
+  const double dtr = f.dtr;
+  auto level = [&]<bool First, bool Last>(int k) {
+    const double gav = First ? 0.0 : -0.25 * (w1[k] + w0[k]);
+    const double gcv = Last ? 0.0 : 0.25 * (w1[k + 1] + w0[k + 1]);
+    const double ak = gav * 0.5, ck = gcv * 0.5;
+    a[k] = ak;
+    c[k] = ck;
+    b[k] = (dtr - ak) - ck;
+    const double lower = First ? 0.0 : -ak * (us[k - 1] - us[k]);
+    const double upper = Last ? 0.0 : -ck * (us[k + 1] - us[k]);
+    d[k] = ((dtr * up[k] + ut[k]) + uts[k]) + (lower + upper);
+  };
+  if (nk == 1) {
+    level.template operator()<true, true>(0);
+    return;
+  }
+  level.template operator()<true, false>(0);
+#pragma omp simd
+  for (int k = 1; k < nk - 1; ++k) level.template operator()<false, false>(k);
+  level.template operator()<false, true>(nk - 1);
+}
+
+void vadv_kfast(const VadvFields& f) {
+  const int nk = f.nk, B = vadv_block;
+  const int nblocks = (f.ny + B - 1) / B;
+  const std::size_t col = static_cast<std::size_t>(nk) * B;
+#pragma omp parallel
+  {
+    // Columns past the end of the last block keep the benign values they start with
+    // (a = c = d = 0, b = 1) or a previous block's; they are computed and never stored.
+    std::vector<double> buf(6 * col, 0.0);
+    const VadvColumnBuffers t{buf.data(), buf.data() + col, buf.data() + 2 * col,
+                              buf.data() + 3 * col, buf.data() + 4 * col, buf.data() + 5 * col};
+    std::fill(t.b, t.b + col, 1.0);
+#pragma omp for collapse(2) schedule(static)
+    for (int i = 0; i < f.nx; ++i)
+      for (int jb = 0; jb < nblocks; ++jb) {
+        const int j0 = jb * B, nb = std::min(B, f.ny - j0);
+        for (int jj = 0; jj < nb; ++jj) vadv_coefficients(f, i, j0 + jj, t, jj);
+        {
+          const double *__restrict a = t.a, *__restrict b = t.b, *__restrict c = t.c, *__restrict d = t.d;
+          double *__restrict cp = t.cp, *__restrict dp = t.dp;
+          double cprev[vadv_block] = {}, dprev[vadv_block] = {};
+          for (int k = 0; k < nk; ++k) {
+#pragma omp simd
+            for (int jj = 0; jj < B; ++jj) {
+              const std::size_t q = static_cast<std::size_t>(jj) * nk + k;
+              const double div = 1.0 / (b[q] - cprev[jj] * a[q]);
+              cprev[jj] = c[q] * div;
+              dprev[jj] = (d[q] - dprev[jj] * a[q]) * div;
+              cp[q] = cprev[jj];
+              dp[q] = dprev[jj];
+            }
+          }
+          double x[vadv_block] = {};
+          for (int k = nk - 1; k >= 0; --k) {
+#pragma omp simd
+            for (int jj = 0; jj < B; ++jj) {
+              const std::size_t q = static_cast<std::size_t>(jj) * nk + k;
+              x[jj] = dp[q] - cp[q] * x[jj];
+              dp[q] = x[jj];
+            }
+          }
+        }
+        const double dtr = f.dtr;
+        for (int jj = 0; jj < nb; ++jj) {
+          const double* __restrict x = t.dp + jj * nk;
+          const double* __restrict up = f.up.ptr(i, j0 + jj, 0);
+          double* __restrict o = f.out.ptr(i, j0 + jj, 0);
+#pragma omp simd
+          for (int k = 0; k < nk; ++k) o[k] = dtr * (x[k] - up[k]);
+        }
+      }
+  }
+}
+
+// Horizontal-fastest: rows along I are contiguous. Each thread takes whole J rows and sweeps
+// the levels with the inner loop over I vectorised; c' and d' of the row (nk x nx) stay in a
+// per-thread buffer (L2-sized), so only inputs and the output touch memory.
+template <bool First, bool Last>
+inline void vadv_ifast_level(const VadvFields& f, int j, int k, double* __restrict cp_row,
+                             const double* __restrict cp_prev, double* __restrict dp_row,
+                             const double* __restrict dp_prev) {
+  const double* __restrict us = f.us.ptr(0, j, k);
+  const double* __restrict wc = f.wc.ptr(0, j, k);
+  const double* __restrict up = f.up.ptr(0, j, k);
+  const double* __restrict ut = f.ut.ptr(0, j, k);
+  const double* __restrict uts = f.uts.ptr(0, j, k);
+  const std::int64_t dK = f.us.s[2], dKw = f.wc.s[2];
+  const double dtr = f.dtr;
+#pragma omp simd
+  for (int x = 0; x < f.nx; ++x)
+    vadv_forward_point<First, Last>(dtr, us + x, dK, wc + x, 1, dKw, up[x], ut[x], uts[x], First ? 0.0 : cp_prev[x],
+                                    First ? 0.0 : dp_prev[x], cp_row[x], dp_row[x]);
+}
+
+void vadv_ifast(const VadvFields& f) {
+  const std::size_t row = static_cast<std::size_t>(f.nx);
+#pragma omp parallel
+  {
+    std::vector<double> cbuf(row * f.nk), dbuf(row * f.nk), xbuf(row);
+    double* __restrict cp = cbuf.data();
+    double* __restrict dp = dbuf.data();
+    double* __restrict xr = xbuf.data();
+#pragma omp for schedule(static)
+    for (int j = 0; j < f.ny; ++j) {
+      if (f.nk == 1) {
+        vadv_ifast_level<true, true>(f, j, 0, cp, nullptr, dp, nullptr);
+      } else {
+        vadv_ifast_level<true, false>(f, j, 0, cp, nullptr, dp, nullptr);
+        for (int k = 1; k < f.nk - 1; ++k)
+          vadv_ifast_level<false, false>(f, j, k, cp + k * row, cp + (k - 1) * row, dp + k * row, dp + (k - 1) * row);
+        const int k = f.nk - 1;
+        vadv_ifast_level<false, true>(f, j, k, cp + k * row, cp + (k - 1) * row, dp + k * row, dp + (k - 1) * row);
+      }
+      std::fill(xr, xr + row, 0.0);
+      for (int k = f.nk - 1; k >= 0; --k) {
+        const double* __restrict c = cp + k * row;
+        const double* __restrict d = dp + k * row;
+        const double* __restrict up = f.up.ptr(0, j, k);
+        double* __restrict o = f.out.ptr(0, j, k);
+        const double dtr = f.dtr;
+#pragma omp simd
+        for (int x = 0; x < f.nx; ++x) {
+          const double v = d[x] - c[x] * xr[x];
+          xr[x] = v;
+          o[x] = dtr * (v - up[x]);
+        }
+      }
+    }
+  }
+}
+
+std::function<void()> bind_vadv(examples::ExampleInstance& inst) {
+  const VadvFields f = vadv_fields(inst);
+  if (layout_of(inst) == Layout::vertical_fastest) return [f] { vadv_kfast(f); };
+  return [f] { vadv_ifast(f); };
+}
+
+// ---------------------------------------------------------------------------------------------
+std::function<void()> bind_vertical_interp(examples::ExampleInstance& inst) {
+  const auto in = view<double>(inst, "in", 3);
+  const auto out = view<double>(inst, "out", 3);
+  const CartSizes n = cart_sizes(inst);
+  return [=] {
+    const std::int64_t dK = in.s[2];
+    for_rows(n.kfast, n.nx, n.ny, n.nk, [&](int i, int j, int k, int len) {
+      const double* __restrict q = in.ptr(i, j, k);
+      double* __restrict o = out.ptr(i, j, k);
+#pragma omp simd
+      for (int x = 0; x < len; ++x) o[x] = 0.5 * (q[x] + q[x + dK]);
+    });
+  };
+}
+
+std::function<void()> bind_masked_update(examples::ExampleInstance& inst) {
+  const auto a = view<double>(inst, "a", 3), b = view<double>(inst, "b", 3);
+  const auto ta = view<const double>(inst, "ta", 3), tb = view<const double>(inst, "tb", 3);
+  const auto mask = view<const bool>(inst, "mask", 3);
+  const double dt = real_scalar(inst, "dt");
+  const CartSizes n = cart_sizes(inst);
+  return [=] {
+    for_rows(n.kfast, n.nx, n.ny, n.nk, [&](int i, int j, int k, int len) {
+      double* __restrict pa = a.ptr(i, j, k);
+      double* __restrict pb = b.ptr(i, j, k);
+      const double* __restrict pta = ta.ptr(i, j, k);
+      const double* __restrict ptb = tb.ptr(i, j, k);
+      const bool* __restrict m = mask.ptr(i, j, k);
+#pragma omp simd
+      for (int x = 0; x < len; ++x) {
+        const double va = pa[x], vb = pb[x];
+        pa[x] = m[x] ? va + dt * pta[x] : va;
+        pb[x] = m[x] ? vb + dt * ptb[x] : vb;
+      }
+    });
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unstructured kernels. Vertical-fastest: one element per outer iteration; its neighbours'
+// columns are gathered as pointers once, then the sum runs over K, unit stride, vectorised.
+// Missing neighbours (-1) are dropped from the list, so the sums keep their order.
+// Horizontal-fastest: one level per outer iteration, elements inner (gathers).
+
+struct MeshSizes {
+  int n, nk;
+  bool kfast;
+};
+MeshSizes mesh_sizes(const examples::ExampleInstance& inst, const std::string& n_name) {
+  return {int_scalar(inst, n_name), int_scalar(inst, "nk"), layout_of(inst) == Layout::vertical_fastest};
+}
+
+// fvm_nabla: zavg = 0.5 (pp(E2V[0]) + pp(E2V[1])) per edge; pnabla_x = sum_V2E(zavg S_x sign) / vol.
+std::function<void()> bind_fvm_nabla(examples::ExampleInstance& inst) {
+  const auto pp = view<const double>(inst, "pp", 2);
+  const auto sx = view<const double>(inst, "S_x", 1), sy = view<const double>(inst, "S_y", 1);
+  const auto sign = view<const double>(inst, "sign", 2);
+  const auto vol = view<const double>(inst, "vol", 1);
+  const auto px = view<double>(inst, "pnabla_x", 2), py = view<double>(inst, "pnabla_y", 2);
+  const std::int32_t* e2v = table(inst, "E2V").data.data();
+  const std::int32_t* v2e = table(inst, "V2E").data.data();
+  const MeshSizes n = mesh_sizes(inst, "n_vertices");
+  if (n.kfast)
+    return [=] {
+#pragma omp parallel for schedule(static)
+      for (int v = 0; v < n.n; ++v) {
+        const double* pa[6];
+        const double* pb[6];
+        double wx[6], wy[6], sg[6];
+        int m = 0;
+        for (int k = 0; k < 6; ++k) {
+          const std::int32_t e = v2e[v * 6 + k];
+          if (e < 0) continue;
+          pa[m] = pp.ptr(e2v[2 * e], 0);
+          pb[m] = pp.ptr(e2v[2 * e + 1], 0);
+          wx[m] = sx.d[sx.at(e)];
+          wy[m] = sy.d[sy.at(e)];
+          sg[m] = sign.d[sign.at(v, k)];
+          ++m;
+        }
+        const double inv = vol.d[vol.at(v)];
+        double* __restrict ox = px.ptr(v, 0);
+        double* __restrict oy = py.ptr(v, 0);
+        if (m == 6) {
+#pragma omp simd
+          for (int k = 0; k < n.nk; ++k) {
+            double ax = 0.0, ay = 0.0;
+#pragma GCC unroll 6
+            for (int q = 0; q < 6; ++q) {
+              const double z = 0.5 * (pa[q][k] + pb[q][k]);
+              ax += (z * wx[q]) * sg[q];
+              ay += (z * wy[q]) * sg[q];
+            }
+            ox[k] = ax / inv;
+            oy[k] = ay / inv;
+          }
+        } else {
+          for (int k = 0; k < n.nk; ++k) {
+            double ax = 0.0, ay = 0.0;
+            for (int q = 0; q < m; ++q) {
+              const double z = 0.5 * (pa[q][k] + pb[q][k]);
+              ax += (z * wx[q]) * sg[q];
+              ay += (z * wy[q]) * sg[q];
+            }
+            ox[k] = ax / inv;
+            oy[k] = ay / inv;
+          }
+        }
+      }
+    };
+  return [=] {
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < n.nk; ++k) {
+#pragma omp simd
+      for (int v = 0; v < n.n; ++v) {
+        double ax = 0.0, ay = 0.0;
+        for (int q = 0; q < 6; ++q) {
+          const std::int32_t e = v2e[v * 6 + q];
+          if (e < 0) continue;
+          const double z = 0.5 * (pp.d[pp.at(e2v[2 * e], k)] + pp.d[pp.at(e2v[2 * e + 1], k)]);
+          const double s = sign.d[sign.at(v, q)];
+          ax += (z * sx.d[sx.at(e)]) * s;
+          ay += (z * sy.d[sy.at(e)]) * s;
+        }
+        const double inv = vol.d[vol.at(v)];
+        px.d[px.at(v, k)] = ax / inv;
+        py.d[py.at(v, k)] = ay / inv;
+      }
+    }
+  };
+}
+
+// nabla4: per edge, weighted sums of the four E2C2V vertices' (u, v); see the program.
+std::function<void()> bind_nabla4(examples::ExampleInstance& inst) {
+  const auto uv = view<const double>(inst, "u_vert", 2), vv = view<const double>(inst, "v_vert", 2);
+  const auto twu = view<const double>(inst, "tang_weight_u", 2), twv = view<const double>(inst, "tang_weight_v", 2);
+  const auto nwu = view<const double>(inst, "norm_weight_u", 2), nwv = view<const double>(inst, "norm_weight_v", 2);
+  const auto ze = view<const double>(inst, "z_nabla2_e", 2);
+  const auto ivvl = view<const double>(inst, "inv_vert_vert_length", 1);
+  const auto ipel = view<const double>(inst, "inv_primal_edge_length", 1);
+  const auto out = view<double>(inst, "z_nabla4_e2", 2);
+  const std::int32_t* e2c2v = table(inst, "E2C2V").data.data();
+  const MeshSizes n = mesh_sizes(inst, "n_edges");
+  if (n.kfast)
+    return [=] {
+#pragma omp parallel for schedule(static)
+      for (int e = 0; e < n.n; ++e) {
+        const double* pu[4];
+        const double* pv[4];
+        double tu[4], tv[4], nu[4], nv[4];
+        int m = 0;
+        for (int q = 0; q < 4; ++q) {
+          const std::int32_t vx = e2c2v[e * 4 + q];
+          if (vx < 0) continue;
+          pu[m] = uv.ptr(vx, 0);
+          pv[m] = vv.ptr(vx, 0);
+          tu[m] = twu.d[twu.at(e, q)];
+          tv[m] = twv.d[twv.at(e, q)];
+          nu[m] = nwu.d[nwu.at(e, q)];
+          nv[m] = nwv.d[nwv.at(e, q)];
+          ++m;
+        }
+        const double l1 = ivvl.d[ivvl.at(e)], l2 = ipel.d[ipel.at(e)];
+        const double vvl2 = l1 * l1, pel2 = l2 * l2;
+        const double* __restrict z = ze.ptr(e, 0);
+        double* __restrict o = out.ptr(e, 0);
+        auto body = [&](int k, int count) {
+          double tang = 0.0, norm = 0.0;
+          for (int q = 0; q < count; ++q) {
+            const double u = pu[q][k], v = pv[q][k];
+            tang += u * tu[q] + v * tv[q];
+            norm += u * nu[q] + v * nv[q];
+          }
+          const double twice = 2.0 * z[k];
+          return 4.0 * ((norm - twice) * vvl2 + (tang - twice) * pel2);
+        };
+        if (m == 4) {
+#pragma omp simd
+          for (int k = 0; k < n.nk; ++k) o[k] = body(k, 4);
+        } else {
+          for (int k = 0; k < n.nk; ++k) o[k] = body(k, m);
+        }
+      }
+    };
+  return [=] {
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < n.nk; ++k) {
+#pragma omp simd
+      for (int e = 0; e < n.n; ++e) {
+        double tang = 0.0, norm = 0.0;
+        for (int q = 0; q < 4; ++q) {
+          const std::int32_t vx = e2c2v[e * 4 + q];
+          if (vx < 0) continue;
+          const double u = uv.d[uv.at(vx, k)], v = vv.d[vv.at(vx, k)];
+          tang += u * twu.d[twu.at(e, q)] + v * twv.d[twv.at(e, q)];
+          norm += u * nwu.d[nwu.at(e, q)] + v * nwv.d[nwv.at(e, q)];
+        }
+        const double l1 = ivvl.d[ivvl.at(e)], l2 = ipel.d[ipel.at(e)];
+        const double twice = 2.0 * ze.d[ze.at(e, k)];
+        out.d[out.at(e, k)] = 4.0 * ((norm - twice) * (l1 * l1) + (tang - twice) * (l2 * l2));
+      }
+    }
+  };
+}
+
+// c2e2co_sum: out = sum over C2E2CO (self first) of in(neighbour) * weights.
+std::function<void()> bind_c2e2co_sum(examples::ExampleInstance& inst) {
+  const auto in = view<const double>(inst, "in", 2);
+  const auto w = view<const double>(inst, "weights", 2);
+  const auto out = view<double>(inst, "out", 2);
+  const std::int32_t* c2e2co = table(inst, "C2E2CO").data.data();
+  const MeshSizes n = mesh_sizes(inst, "n_cells");
+  if (n.kfast)
+    return [=] {
+#pragma omp parallel for schedule(static)
+      for (int c = 0; c < n.n; ++c) {
+        const double* p[4];
+        double wt[4];
+        int m = 0;
+        for (int q = 0; q < 4; ++q) {
+          const std::int32_t nb = c2e2co[c * 4 + q];
+          if (nb < 0) continue;
+          p[m] = in.ptr(nb, 0);
+          wt[m] = w.d[w.at(c, q)];
+          ++m;
+        }
+        double* __restrict o = out.ptr(c, 0);
+        if (m == 4) {
+          const double *__restrict p0 = p[0], *__restrict p1 = p[1], *__restrict p2 = p[2], *__restrict p3 = p[3];
+#pragma omp simd
+          for (int k = 0; k < n.nk; ++k) o[k] = (((0.0 + p0[k] * wt[0]) + p1[k] * wt[1]) + p2[k] * wt[2]) + p3[k] * wt[3];
+        } else {
+          for (int k = 0; k < n.nk; ++k) {
+            double acc = 0.0;
+            for (int q = 0; q < m; ++q) acc += p[q][k] * wt[q];
+            o[k] = acc;
+          }
+        }
+      }
+    };
+  return [=] {
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < n.nk; ++k) {
+#pragma omp simd
+      for (int c = 0; c < n.n; ++c) {
+        double acc = 0.0;
+        for (int q = 0; q < 4; ++q) {
+          const std::int32_t nb = c2e2co[c * 4 + q];
+          if (nb < 0) continue;
+          acc += in.d[in.at(nb, k)] * w.d[w.at(c, q)];
+        }
+        out.d[out.at(c, k)] = acc;
+      }
+    }
+  };
+}
+
+// diffusion_chain: out = u + dt * sum_V2E(((u(E2V[1]) - u(E2V[0])) inv_len) sign), the edge
+// gradient recomputed per vertex (it is two loads and a subtraction: cheaper than a round trip).
+std::function<void()> bind_diffusion_chain(examples::ExampleInstance& inst) {
+  const auto u = view<const double>(inst, "u", 2);
+  const auto inv_len = view<const double>(inst, "inv_len", 1);
+  const auto sign = view<const double>(inst, "sign", 2);
+  const auto out = view<double>(inst, "out", 2);
+  const double dt = real_scalar(inst, "dt");
+  const std::int32_t* e2v = table(inst, "E2V").data.data();
+  const std::int32_t* v2e = table(inst, "V2E").data.data();
+  const MeshSizes n = mesh_sizes(inst, "n_vertices");
+  if (n.kfast)
+    return [=] {
+#pragma omp parallel for schedule(static)
+      for (int v = 0; v < n.n; ++v) {
+        const double* p0[6];
+        const double* p1[6];
+        double wt[6], sg[6];
+        int m = 0;
+        for (int q = 0; q < 6; ++q) {
+          const std::int32_t e = v2e[v * 6 + q];
+          if (e < 0) continue;
+          p0[m] = u.ptr(e2v[2 * e], 0);
+          p1[m] = u.ptr(e2v[2 * e + 1], 0);
+          wt[m] = inv_len.d[inv_len.at(e)];
+          sg[m] = sign.d[sign.at(v, q)];
+          ++m;
+        }
+        const double* __restrict self = u.ptr(v, 0);
+        double* __restrict o = out.ptr(v, 0);
+        if (m == 6) {
+#pragma omp simd
+          for (int k = 0; k < n.nk; ++k) {
+            double acc = 0.0;
+#pragma GCC unroll 6
+            for (int q = 0; q < 6; ++q) acc += ((p1[q][k] - p0[q][k]) * wt[q]) * sg[q];
+            o[k] = self[k] + dt * acc;
+          }
+        } else {
+          for (int k = 0; k < n.nk; ++k) {
+            double acc = 0.0;
+            for (int q = 0; q < m; ++q) acc += ((p1[q][k] - p0[q][k]) * wt[q]) * sg[q];
+            o[k] = self[k] + dt * acc;
+          }
+        }
+      }
+    };
+  return [=] {
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < n.nk; ++k) {
+#pragma omp simd
+      for (int v = 0; v < n.n; ++v) {
+        double acc = 0.0;
+        for (int q = 0; q < 6; ++q) {
+          const std::int32_t e = v2e[v * 6 + q];
+          if (e < 0) continue;
+          acc += ((u.d[u.at(e2v[2 * e + 1], k)] - u.d[u.at(e2v[2 * e], k)]) * inv_len.d[inv_len.at(e)]) *
+                 sign.d[sign.at(v, q)];
+        }
+        out.d[out.at(v, k)] = u.d[u.at(v, k)] + dt * acc;
+      }
+    }
+  };
+}
+
+using Binder = std::function<void()> (*)(examples::ExampleInstance&);
+
+struct Entry {
+  const char* name;
+  Binder bind;
+};
+constexpr Entry entries[] = {
+    {"laplacian", bind_laplacian},   {"lap_of_lap", bind_lap_of_lap},       {"hdiff", bind_hdiff},
+    {"vadv", bind_vadv},             {"fvm_nabla", bind_fvm_nabla},         {"nabla4", bind_nabla4},
+    {"c2e2co_sum", bind_c2e2co_sum}, {"vertical_interp", bind_vertical_interp},
+    {"masked_update", bind_masked_update}, {"diffusion_chain", bind_diffusion_chain},
+};
+
+}  // namespace
+
+bool has_baseline(const std::string& program, Layout /*layout*/) {
+  for (const auto& e : entries)
+    if (program == e.name) return true;  // every baseline handles both layouts
+  return false;
+}
+
+std::function<void()> bind_baseline(const std::string& program, examples::ExampleInstance& inst) {
+  if (inst.fields.empty()) throw ArgumentError(fmt::format("baseline {}: the instance has no fields", program));
+  for (const auto& e : entries)
+    if (program == e.name) return e.bind(inst);
+  throw ArgumentError(fmt::format("no hand-written baseline for program '{}'", program));
+}
+
+void copy_kernel(const double* in, double* out, std::int64_t n) {
+  const double* __restrict src = in;
+  double* __restrict dst = out;
+#pragma omp parallel for simd schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+}  // namespace fieldflow::bench

@@ -1,0 +1,52 @@
+#pragma once
+// Turning benchmark runs into the suite's report: a reporter that keeps every repetition's time,
+// the JSON object `fieldflow bench --json` writes (keys documented in docs/performance.md), a
+// Markdown table and an SVG bar chart of the ratios.
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "suite.h"
+
+namespace fieldflow::bench {
+
+// Seconds per call of every repetition, by case name; and the error of every failed case.
+struct Samples {
+  std::map<std::string, std::vector<double>> seconds;
+  std::map<std::string, std::string> errors;
+};
+
+// Prints the median and min aggregates like the console reporter and collects every repetition.
+class CollectingReporter : public benchmark::ConsoleReporter {
+ public:
+  CollectingReporter() = default;
+  void ReportRuns(const std::vector<Run>& runs) override;
+  const Samples& samples() const { return samples_; }
+
+ private:
+  Samples samples_;
+};
+
+struct ReportSettings {
+  bool quick = false;
+  int repetitions = 0;
+  double min_time = 0;
+  std::string filter;
+};
+
+// The report object: machine, settings, results, memory, compile, call_overhead, errors.
+nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& samples, const ReportSettings& settings);
+
+// Markdown tables of a report (kernels, memory plans, compile times, call overhead).
+std::string markdown_tables(const nlohmann::json& report);
+
+// A plain SVG bar chart: per benchmarked configuration, fieldflow (pool mode) vs_handwritten and
+// vs_copy, and the hand-written code's vs_copy, with the target lines.
+std::string svg_plot(const nlohmann::json& report);
+
+std::string cpu_model();  // from /proc/cpuinfo ("unknown" elsewhere)
+
+}  // namespace fieldflow::bench

@@ -1,0 +1,64 @@
+#pragma once
+// The benchmark suite: registers Google Benchmark cases for the copy probe, every benchmarked
+// example compiled in each transient-memory mode next to its hand-written baseline, the call
+// overhead of a one-point program, and cold / warm compile times. Shared by the `fieldflow_bench`
+// executable and `fieldflow bench`; what each case measures is kept in a registry by name so a
+// reporter can turn timings into bandwidths and ratios (report.h).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fieldflow/examples.h"
+#include "fieldflow/field.h"
+#include "fieldflow/memory.h"
+
+namespace fieldflow::bench {
+
+struct SuiteOptions {
+  bool quick = false;          // small sizes (a smoke test, not a measurement)
+  int repetitions = 5;         // medians over this many repetitions
+  double min_time = 0.25;      // seconds per repetition of a kernel case
+  int compile_repetitions = 3; // cold compiles per program (each one compiles from scratch)
+  bool aggregates_only = true; // ReportAggregatesOnly (false: a reporter wants every repetition)
+  // Quick defaults: 2 repetitions, 0.01 s, 1 cold compile.
+  static SuiteOptions quick_defaults();
+};
+
+// One benchmarked configuration of an example.
+struct KernelConfig {
+  std::string program;
+  Layout layout = Layout::vertical_fastest;
+  examples::ExampleSize size;
+  std::string size_text() const;  // "256x256x80" or "torus 100x100 x80"
+};
+
+enum class CaseKind { copy, kernel, call_overhead, compile_cold, compile_warm };
+
+// What one registered case measures.
+struct CaseInfo {
+  std::string name;  // the Google Benchmark name
+  CaseKind kind = CaseKind::kernel;
+  std::string program;
+  std::string variant;  // "fieldflow" | "handwritten" (kernel, call_overhead)
+  std::string mode;     // transient memory mode, "none" for hand-written code
+  std::string layout;
+  std::string size;
+  double compulsory_bytes = 0;  // per call (copy: bytes read + written)
+  std::optional<MemoryPlan> plan;  // filled when a fieldflow kernel case first runs
+};
+
+// Cases in registration order (stable: the report lists them in this order).
+std::vector<CaseInfo>& case_registry();
+CaseInfo* find_case(const std::string& name);
+
+// The configurations the suite benchmarks (full or quick sizes).
+std::vector<KernelConfig> kernel_configs(bool quick);
+
+// Registers every case with Google Benchmark (call once, before RunSpecifiedBenchmarks) and
+// returns how many were registered.
+std::size_t register_suite(const SuiteOptions& options);
+
+// Frees the cached instances and compiled programs (between runs, at exit).
+void release_suite_state();
+
+}  // namespace fieldflow::bench
