@@ -8,7 +8,7 @@
 #define FIELDFLOW_ABI_H
 #include <stdint.h>
 
-#define FF_ABI_VERSION 1
+#define FF_ABI_VERSION 2
 #define FF_MAX_DIMS 8
 
 typedef struct ff_buffer {
@@ -17,6 +17,7 @@ typedef struct ff_buffer {
   int64_t strides[FF_MAX_DIMS];  /* elements, per dimension in canonical order */
   int64_t lo[FF_MAX_DIMS];       /* the index box the buffer covers, for in-kernel checks */
   int64_t hi[FF_MAX_DIMS];
+  int64_t thread_stride;         /* column-local transients: elements between threads' columns */
 } ff_buffer;
 
 typedef struct ff_table {

@@ -176,10 +176,22 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
   return out;
 }
 
-std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtents& e) {
+std::int64_t column_stride(const Transient& t, const Box& box) {
+  std::int64_t n = 0;
+  for (std::size_t a = 0; a < box.dims.size(); ++a)
+    if (box.dims[a].kind == DimKind::vertical) n = std::max<std::int64_t>(0, box.hi[a] - box.lo[a]);
+  const std::int64_t per_line = static_cast<std::int64_t>(64 / size_of(t.dtype));
+  return (n + per_line - 1) / per_line * per_line;
+}
+
+std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtents& e, int threads) {
   std::vector<std::size_t> bytes;
-  for (std::size_t t = 0; t < s.transients.size(); ++t)
-    bytes.push_back(static_cast<std::size_t>(e.transient_boxes[t].count()) * size_of(s.transients[t].dtype));
+  for (std::size_t t = 0; t < s.transients.size(); ++t) {
+    const Transient& tr = s.transients[t];
+    const std::int64_t elements = tr.column_local ? threads * column_stride(tr, e.transient_boxes[t])
+                                                  : e.transient_boxes[t].count();
+    bytes.push_back(static_cast<std::size_t>(elements) * size_of(tr.dtype));
+  }
   return bytes;
 }
 

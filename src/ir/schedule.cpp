@@ -47,15 +47,18 @@ std::string Schedule::print() const {
     for (std::size_t i = 0; i < t.dims.size(); ++i) dims += (i ? ", " : "") + t.dims[i].name;
     s += fmt::format("transient {} : {}[{}] storage {} produced by kernel {} live [{}, {}]{}\n", t.name,
                      fieldflow::to_string(t.dtype), dims, fieldflow::to_string(t.storage), t.producer, t.first_kernel,
-                     t.last_kernel, t.swept ? fmt::format(" swept along {}", t.swept->name) : "");
+                     t.last_kernel,
+                     (t.swept ? fmt::format(" swept along {}", t.swept->name) : std::string()) +
+                         (t.column_local ? " column-local" : ""));
   }
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     const Kernel& kern = kernels[k];
     std::string outs;
     for (std::size_t i = 0; i < kern.outputs.size(); ++i) outs += (i ? ", " : "") + kern.outputs[i];
-    s += fmt::format("kernel {} '{}' {} -> ({}) over {}\n", k, kern.name,
+    s += fmt::format("kernel {} '{}' {} -> ({}) over {}{}\n", k, kern.name,
                      kern.kind == KernelKind::scan ? "scan" : "pointwise", outs,
-                     kern.domain.empty() ? std::string("extent of its outputs") : to_string(kern.domain));
+                     kern.domain.empty() ? std::string("extent of its outputs") : to_string(kern.domain),
+                     kern.column_group >= 0 ? fmt::format(" in column group {}", kern.column_group) : "");
     for (const Access& a : kern.accesses) s += "  reads " + print_access(a, kern) + "\n";
     std::string body = ir::print(*kern.value);
     std::string indented;

@@ -59,6 +59,7 @@ struct Kernel {
   std::vector<std::string> connectivities;     // tables the kernel reads
   bool has_dynamic_shift = false;              // in-kernel bounds checks needed
   bool has_fixed_neighbor_shift = false;       // in-kernel skip-value checks needed
+  int column_group = -1;  // kernels of one group run column by column (see fuse_columns)
 };
 
 struct Transient {
@@ -69,6 +70,7 @@ struct Transient {
   int producer = -1;            // kernel index
   int first_kernel = -1, last_kernel = -1;  // live range (inclusive), filled by analyze_lifetimes
   std::optional<Dimension> swept;           // scan results: the sweep covers exactly the statement's range
+  bool column_local = false;  // lives in its column group only: one column per thread, not a whole field
 };
 
 struct Schedule {
@@ -112,7 +114,11 @@ std::string location_size_symbol(const Dimension& d);
 // scan outside its swept range.
 ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, std::int64_t>& sizes);
 
-// Bytes of each transient for given extents (dense boxes).
-std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtents& e);
+// Elements of one thread's column of a column-local transient (padded to 64 bytes).
+std::int64_t column_stride(const Transient& t, const Box& box);
+
+// Bytes of each transient for given extents: dense boxes, or one column per thread for
+// column-local transients.
+std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtents& e, int threads);
 
 }  // namespace fieldflow::ir

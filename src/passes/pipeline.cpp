@@ -11,6 +11,7 @@
 #include "passes/assign_storage.h"
 #include "passes/break_write_hazards.h"
 #include "passes/build_kernels.h"
+#include "passes/fuse_columns.h"
 #include "passes/fuse_kernels.h"
 #include "passes/infer_accesses.h"
 #include "passes/select_transients.h"
@@ -36,6 +37,8 @@ const std::vector<Step>& steps() {
       {"fuse_kernels", [](ir::Schedule& s, const PipelineOptions&) { fuse_kernels(s); }},
       // Needs the access summaries to see which outputs are read at other points.
       {"break_write_hazards", [](ir::Schedule& s, const PipelineOptions&) { break_write_hazards(s); }},
+      // After hazards are broken: the kernel order and every buffer written are final.
+      {"fuse_columns", [](ir::Schedule& s, const PipelineOptions&) { fuse_columns(s); }},
       // Last structural change is done: live ranges are final.
       {"analyze_lifetimes", [](ir::Schedule& s, const PipelineOptions&) { analyze_lifetimes(s); }},
       {"assign_storage", [](ir::Schedule& s, const PipelineOptions& o) { assign_storage(s, o.target); }},

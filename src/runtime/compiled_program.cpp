@@ -82,7 +82,7 @@ CompiledProgram::Impl::SizedPlan CompiledProgram::Impl::plan_for(const SizeMap& 
   if (!image.module) return out;
   const ir::Schedule& s = image.schedule;
   out.extents = ir::compute_extents(s, sz);
-  const auto bytes = ir::transient_bytes(s, out.extents);
+  const auto bytes = ir::transient_bytes(s, out.extents, num_threads);
   std::vector<PlannedTransient> items;
   for (std::size_t t = 0; t < s.transients.size(); ++t) {
     const ir::Transient& tr = s.transients[t];
@@ -208,6 +208,20 @@ void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
   for (std::size_t t = 0; t < s.transients.size(); ++t) {
     const ir::Box& box = sp.extents.transient_boxes[t];
     ff_buffer b{};
+    if (s.transients[t].column_local) {
+      // One column per thread: only the vertical index moves within it.
+      for (std::size_t a = 0; a < box.dims.size(); ++a) {
+        b.lo[a] = box.lo[a];
+        b.hi[a] = box.hi[a];
+        if (box.dims[a].kind == DimKind::vertical) {
+          b.strides[a] = 1;
+          b.offset = -box.lo[a];
+        }
+      }
+      b.thread_stride = ir::column_stride(s.transients[t], box);
+      buffers[np + t] = b;
+      continue;
+    }
     std::int64_t stride = 1;
     const std::size_t nd = box.dims.size();
     for (std::size_t i = 0; i < nd; ++i) {

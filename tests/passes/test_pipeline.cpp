@@ -46,7 +46,7 @@ TEST(Pipeline, DescriptionListsPassesInOrderAndObserverSeesEach) {
   o.verify_each = true;
   o.after_pass = [&](const std::string& name, const ir::Schedule&, bool, double) { seen.push_back(name); };
   passes::lower(pb.build(), o);
-  ASSERT_EQ(seen.size(), 7u);
+  ASSERT_EQ(seen.size(), 8u);
   EXPECT_EQ(seen.front(), "build_kernels");
   EXPECT_EQ(seen.back(), "assign_storage");
 }
@@ -63,6 +63,47 @@ TEST(Pipeline, TransientsAreOnTheHostHeapForCpu) {
   passes::PipelineOptions gpu;
   gpu.target = Device::cuda;
   EXPECT_EQ(passes::lower(pb.build(), gpu).transients[0].storage, Storage::gpu_global);
+}
+
+}  // namespace
+}  // namespace fieldflow::pass_tests
+
+namespace fieldflow::pass_tests {
+namespace {
+
+// A vertical solver (forward scan, backward scan, update) runs column by column: its scan
+// results live in per-thread columns, not whole fields. Horizontal layouts keep whole fields.
+TEST(Pipeline, VerticalSolverRunsColumnByColumn) {
+  ProgramBuilder pb("solver");
+  auto a = pb.field("a", {I, J, K}, DType::float64);
+  auto out = pb.field("out", {I, J, K}, DType::float64);
+  auto fwd = scan("fwd", ScanDirection::forward, {Scalar(0.0)},
+                  [](const Expr& c, const std::vector<Expr>& x) { return c * 0.5 + x[0]; }, {a});
+  auto bwd = scan("bwd", ScanDirection::backward, {Scalar(0.0)},
+                  [](const Expr& c, const std::vector<Expr>& x) { return c * 0.25 + x[0]; }, {fwd});
+  pb.call("solve", bwd * 2.0 + a(I + 1), {out}, {{I, 0, 4}, {J, 0, 3}, {K, 0, 5}});
+  const ir::Schedule s = passes::lower(pb.build());
+  ASSERT_EQ(s.kernels.size(), 3u);
+  for (const auto& k : s.kernels) EXPECT_EQ(k.column_group, 0) << k.name;
+  for (const auto& t : s.transients) EXPECT_TRUE(t.column_local) << t.name;
+  const auto ext = ir::compute_extents(s, {});
+  const auto bytes = ir::transient_bytes(s, ext, 3);
+  for (std::size_t t = 0; t < bytes.size(); ++t) EXPECT_EQ(bytes[t], 3u * 8u * 8u) << "3 threads x 5 levels padded to 8";
+  passes::PipelineOptions h;
+  h.layout = Layout::horizontal_fastest;
+  for (const auto& t : passes::lower(pb.build(), h).transients) EXPECT_FALSE(t.column_local);
+}
+
+// A value read in a neighbouring column cannot be column-local.
+TEST(Pipeline, NeighbouringColumnReadsKeepWholeFields) {
+  ProgramBuilder pb("neighbours");
+  auto a = pb.field("a", {I, K}, DType::float64);
+  auto out = pb.field("out", {I, K}, DType::float64);
+  auto fwd = scan("fwd", ScanDirection::forward, {Scalar(0.0)},
+                  [](const Expr& c, const std::vector<Expr>& x) { return c + x[0]; }, {a});
+  pb.call("use", fwd(I + 1) - fwd, {out}, {{I, 0, 4}, {K, 0, 5}});
+  const ir::Schedule s = passes::lower(pb.build());
+  for (const auto& t : s.transients) EXPECT_FALSE(t.column_local) << t.name;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <map>
+#include <memory>
 
 #include "fieldflow/errors.h"
 
@@ -65,27 +66,104 @@ const Index* find(const Point& p, const Dimension& d) {
   return nullptr;
 }
 
+// Declarations at the top of a generated function, shared by the kernels it contains.
+struct Decls {
+  std::string text;
+  std::map<std::string, bool> declared;
+  std::string column_locals;  // per-thread column pointers, declared inside the parallel region
+};
+
 class KernelEmitter {
  public:
-  KernelEmitter(const ir::Schedule& s, int kidx) : s_(s), k_(s.kernels[kidx]), kidx_(kidx) {}
-
-  std::string emit() {
-    loop_dims_ = ir::kernel_loop_dims(s_, k_);
+  KernelEmitter(const ir::Schedule& s, int kidx, Decls& decls)
+      : s_(s), k_(s.kernels[kidx]), kidx_(kidx), d_(decls), loop_dims_(ir::kernel_loop_dims(s, k_)) {
     // Outputs first: an in/out field is read before it is written and needs a writable pointer.
     for (const auto& o : k_.outputs) use_buffer(o, true);
+  }
+
+  // A standalone kernel: one function with its own parallel loop nest.
+  std::string emit() {
     std::string body = k_.kind == ir::KernelKind::scan ? emit_scan() : emit_pointwise();
     std::string head = fmt::format("// kernel {}: '{}' ({})\nstatic void kernel_{}(const ff_call* call) {{\n", kidx_,
                                    k_.name, k_.kind == ir::KernelKind::scan ? "scan" : "pointwise", kidx_);
-    head += fmt::format("  const std::int64_t* dom = call->domains + {} * 2 * FF_MAX_DIMS;\n", kidx_);
-    for (std::size_t a = 0; a < loop_dims_.size(); ++a)
-      head += fmt::format("  const std::int64_t lo_{0} = dom[{1}], hi_{0} = dom[{2}];\n", var(loop_dims_[a]), 2 * a, 2 * a + 1);
-    head += fmt::format("  for (int a = 0; a < {}; ++a) if (dom[2 * a + 1] <= dom[2 * a]) return;\n", loop_dims_.size());
-    head += decls_;
+    head += bounds();
+    head += fmt::format("  for (int a = 0; a < {}; ++a) if (dom{}[2 * a + 1] <= dom{}[2 * a]) return;\n",
+                        loop_dims_.size(), kidx_, kidx_);
+    head += d_.text;
     return head + body + "}\n\n";
   }
 
- private:
+  // This kernel's loop bounds, read from ff_call::domains.
+  std::string bounds() const {
+    std::string b = fmt::format("  const std::int64_t* dom{0} = call->domains + {0} * 2 * FF_MAX_DIMS;\n", kidx_);
+    for (std::size_t a = 0; a < loop_dims_.size(); ++a)
+      b += fmt::format("  const std::int64_t {} = dom{}[{}], {} = dom{}[{}];\n", lo(loop_dims_[a]), kidx_, 2 * a,
+                       hi(loop_dims_[a]), kidx_, 2 * a + 1);
+    return b;
+  }
+
+  // One column of this kernel inside a column group (fuse_columns): the horizontal loop
+  // variables belong to the group; the vertical loop is this kernel's own.
+  std::string emit_column(int ind) {
+    Dimension kdim;
+    for (const auto& d : loop_dims_)
+      if (d.kind == DimKind::vertical) kdim = d;
+    memo_.assign(1, {});
+    const Point p = loop_point();
+    std::string code = fmt::format("{}{{  // kernel {}: '{}'\n", pad(ind), kidx_, k_.name);
+    if (k_.kind == ir::KernelKind::pointwise) {
+      std::string inner;
+      std::vector<std::string> values;
+      const int nout = static_cast<int>(k_.outputs.size());
+      for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, ind + 2));
+      store_all(values, p, inner, ind + 2);
+      code += std::string("#pragma omp simd") + (uses_error_ ? " reduction(|:err)" : "") + "\n" + loop(kdim, ind + 1) +
+              inner + pad(ind + 1) + "}\n";
+    } else {
+      const Expr& scan = *k_.value;
+      const std::string body = scan_level(p, ind + 2);
+      for (std::size_t c = 0; c < scan.init.size(); ++c)
+        code += fmt::format("{}{} c{} = {};\n", pad(ind + 1), ctype(scan.init[c].dtype()), c, literal(scan.init[c]));
+      code += fmt::format("{}for (std::int64_t st = 0; st < {} - {}; ++st) {{\n{}{}", pad(ind + 1), hi(kdim), lo(kdim),
+                          pad(ind + 2), level(scan)) + body + pad(ind + 1) + "}\n";
+    }
+    return code + pad(ind) + "}\n";
+  }
+
+  bool uses_error() const { return uses_error_; }
+  std::string lo(const Dimension& d) const { return fmt::format("lo_k{}_{}", kidx_, var(d)); }
+  std::string hi(const Dimension& d) const { return fmt::format("hi_k{}_{}", kidx_, var(d)); }
   static std::string var(const Dimension& d) { return "x_" + sanitize(d.name); }
+
+ private:
+  std::string level(const Expr& scan) const {
+    return fmt::format("const std::int64_t {} = {} ? {} + st : {} - 1 - st;\n", var(scan.dim),
+                       scan.forward ? "true" : "false", lo(scan.dim), hi(scan.dim));
+  }
+
+  // One level of a scan at one column: the inputs, the carry update and the stores.
+  std::string scan_level(const Point& p, int ind) {
+    const Expr& scan = *k_.value;
+    const int nc = static_cast<int>(scan.init.size());
+    std::string body;
+    for (std::size_t i = 0; i < scan.args.size(); ++i)
+      body += fmt::format("{}const {} in{} = {};\n", pad(ind), ctype(scan.args[i]->type.dtype), i,
+                          gen(*scan.args[i], p, -1, body, ind));
+    memo_.emplace_back();
+    std::vector<std::string> next;
+    for (int c = 0; c < nc; ++c) next.push_back(gen(*scan.body, p, nc > 1 ? c : -1, body, ind));
+    memo_.pop_back();
+    for (int c = 0; c < nc; ++c) body += fmt::format("{}c{} = {};\n", pad(ind), c, next[c]);
+    std::vector<std::string> carries;
+    for (int c = 0; c < nc; ++c) carries.push_back(fmt::format("c{}", c));
+    store_all(carries, p, body, ind);
+    return body;
+  }
+
+  bool column_local(const std::string& name) const {
+    const int t = s_.transient_index(name);
+    return t >= 0 && s_.transients[t].column_local;
+  }
 
   // --- declarations of buffers, tables and scalars, emitted once at the top of the kernel ---
   int buffer_index(const std::string& name) const {
@@ -103,16 +181,20 @@ class KernelEmitter {
   std::string use_buffer(const std::string& name, bool write) {
     const int b = buffer_index(name);
     const std::string v = fmt::format("b{}", b);
-    if (!declared_.count(v)) {
-      declared_[v] = true;
+    if (!d_.declared.count(v)) {
+      d_.declared[v] = true;
       auto [dtype, dims] = buffer_type(name);
-      decls_ += fmt::format("  {}{}* __restrict {} = static_cast<{}{}*>(call->buffers[{}].data);  // {}\n",
-                            write ? "" : "const ", ctype(dtype), v, write ? "" : "const ", ctype(dtype), b, name);
-      decls_ += fmt::format("  const std::int64_t o{} = call->buffers[{}].offset;\n", b, b);
+      const std::string decl = fmt::format("{}{}* __restrict {} = static_cast<{}{}*>(call->buffers[{}].data)", write ? "" : "const ",
+                                           ctype(dtype), v, write ? "" : "const ", ctype(dtype), b);
+      if (column_local(name))  // this thread's column
+        d_.column_locals += fmt::format("    {} + tid * call->buffers[{}].thread_stride;  // {}\n", decl, b, name);
+      else
+        d_.text += fmt::format("  {};  // {}\n", decl, name);
+      d_.text += fmt::format("  const std::int64_t o{} = call->buffers[{}].offset;\n", b, b);
       const Dimension unit = ir::unit_stride_dim(dims, s_.layout);
       for (std::size_t a = 0; a < dims.size(); ++a)
-        if (!(dims[a] == unit))
-          decls_ += fmt::format("  const std::int64_t s{}_{} = call->buffers[{}].strides[{}];\n", b, a, b, a);
+        if (!(dims[a] == unit) && !column_local(name))
+          d_.text += fmt::format("  const std::int64_t s{}_{} = call->buffers[{}].strides[{}];\n", b, a, b, a);
     }
     return v;
   }
@@ -120,9 +202,9 @@ class KernelEmitter {
   std::string use_table(const Connectivity& c) {
     const int i = s_.program.index_of(c.name);
     const std::string v = fmt::format("t{}", i);
-    if (!declared_.count(v)) {
-      declared_[v] = true;
-      decls_ += fmt::format("  const std::int32_t* __restrict {} = call->tables[{}].data;  // {}\n", v, i, c.name);
+    if (!d_.declared.count(v)) {
+      d_.declared[v] = true;
+      d_.text += fmt::format("  const std::int32_t* __restrict {} = call->tables[{}].data;  // {}\n", v, i, c.name);
     }
     return v;
   }
@@ -130,13 +212,13 @@ class KernelEmitter {
   std::string use_scalar(const std::string& name) {
     const int i = s_.program.index_of(name);
     const std::string v = fmt::format("p{}", i);
-    if (!declared_.count(v)) {
-      declared_[v] = true;
+    if (!d_.declared.count(v)) {
+      d_.declared[v] = true;
       const DType t = s_.program.params[i].type.dtype;
       const std::string src = is_floating(t) ? fmt::format("call->scalars[{}].f", i)
                                              : t == DType::boolean ? fmt::format("call->scalars[{}].i != 0", i)
                                                                    : fmt::format("call->scalars[{}].i", i);
-      decls_ += fmt::format("  const {} {} = static_cast<{}>({});  // {}\n", ctype(t), v, ctype(t), src, name);
+      d_.text += fmt::format("  const {} {} = static_cast<{}>({});  // {}\n", ctype(t), v, ctype(t), src, name);
     }
     return v;
   }
@@ -153,7 +235,9 @@ class KernelEmitter {
     auto [dtype, dims] = buffer_type(name);
     const Dimension unit = ir::unit_stride_dim(dims, s_.layout);
     std::string off = fmt::format("o{}", b);
+    const bool column = column_local(name);
     for (std::size_t a = 0; a < dims.size(); ++a) {
+      if (column && dims[a].kind != DimKind::vertical) continue;  // one column per thread
       const Index* i = find(p, dims[a]);
       FIELDFLOW_ASSERT(i, "buffer " + name + " read at a point without " + dims[a].name);
       std::string idx = i->str();
@@ -390,7 +474,7 @@ class KernelEmitter {
 
   std::string loop(const Dimension& d, int ind) const {
     const std::string x = var(d);
-    return fmt::format("{0}for (std::int64_t {1} = lo_{1}; {1} < hi_{1}; ++{1}) {{\n", pad(ind), x);
+    return fmt::format("{0}for (std::int64_t {1} = {2}; {1} < {3}; ++{1}) {{\n", pad(ind), x, lo(d), hi(d));
   }
 
   std::string emit_pointwise() {
@@ -433,25 +517,11 @@ class KernelEmitter {
     const int nc = static_cast<int>(scan.init.size());
     const int h = static_cast<int>(horizontal.size());
     const bool vertical_inner = s_.layout == Layout::vertical_fastest;
-    const std::string K = var(kdim);
-    const std::string level = fmt::format(
-        "const std::int64_t {0} = {1} ? lo_{0} + st : hi_{0} - 1 - st;\n", K, scan.forward ? "true" : "false");
-    // Body of one level at one column: inputs, the carry update and the stores.
+    const std::string level_line = level(scan);
     memo_.assign(1, {});
     const Point p = loop_point();
     const int ind = vertical_inner ? h + 3 : h + 4;
-    std::string body;
-    for (std::size_t i = 0; i < scan.args.size(); ++i)
-      body += fmt::format("{}const {} in{} = {};\n", pad(ind), ctype(scan.args[i]->type.dtype), i,
-                          gen(*scan.args[i], p, -1, body, ind));
-    memo_.emplace_back();
-    std::vector<std::string> next;
-    for (int c = 0; c < nc; ++c) next.push_back(gen(*scan.body, p, nc > 1 ? c : -1, body, ind));
-    memo_.pop_back();
-    for (int c = 0; c < nc; ++c) body += fmt::format("{}c{} = {};\n", pad(ind), c, next[c]);
-    std::vector<std::string> carries;
-    for (int c = 0; c < nc; ++c) carries.push_back(fmt::format("c{}", c));
-    store_all(carries, p, body, ind);
+    const std::string body = scan_level(p, ind);
     std::string code = "#pragma omp parallel num_threads(call->num_threads)\n  {\n";
     code += uses_error_ ? "    std::int32_t err = 0;\n" : "";
     if (vertical_inner) {
@@ -464,7 +534,8 @@ class KernelEmitter {
       }
       for (int c = 0; c < nc; ++c)
         code += fmt::format("{}{} c{} = {};\n", pad(h + 2), ctype(scan.init[c].dtype()), c, literal(scan.init[c]));
-      code += fmt::format("{}for (std::int64_t st = 0; st < hi_{} - lo_{}; ++st) {{\n{}{}", pad(h + 2), K, K, pad(h + 3), level);
+      code += fmt::format("{}for (std::int64_t st = 0; st < {} - {}; ++st) {{\n{}{}", pad(h + 2), hi(kdim), lo(kdim),
+                          pad(h + 3), level_line);
       code += body + pad(h + 2) + "}\n";
       for (int a = h + 1; a >= 2; --a) code += pad(a) + "}\n";
       if (h == 0) code += "    }\n";
@@ -472,7 +543,7 @@ class KernelEmitter {
       // Level by level, each vectorised over the horizontal: the carry is the previous level of
       // the output itself. Static schedules give every thread the same columns at every level,
       // so no barrier is needed between levels.
-      code += fmt::format("    for (std::int64_t st = 0; st < hi_{} - lo_{}; ++st) {{\n      {}", K, K, level);
+      code += fmt::format("    for (std::int64_t st = 0; st < {} - {}; ++st) {{\n      {}", hi(kdim), lo(kdim), level_line);
       if (h == 0) code += "#pragma omp single\n      {\n";
       // A worksharing loop cannot reduce into the thread's private `err`: no simd when checking.
       else if (h == 1) code += uses_error_ ? "#pragma omp for schedule(static) nowait\n" : "#pragma omp for simd schedule(static) nowait\n";
@@ -513,26 +584,70 @@ class KernelEmitter {
   const ir::Schedule& s_;
   const ir::Kernel& k_;
   int kidx_;
+  Decls& d_;
   std::vector<Dimension> loop_dims_;
-  std::string decls_;
-  std::map<std::string, bool> declared_;
   std::vector<std::map<std::string, std::string>> memo_;
   int counter_ = 0;
   bool uses_error_ = false;
 };
+
+// Kernels [first, last] of a column group: each thread takes whole columns and runs every
+// kernel of the group on one before the next, so column-local transients fit in one column.
+std::string emit_column_group(const ir::Schedule& s, int first, int last) {
+  Decls d;
+  std::vector<std::unique_ptr<KernelEmitter>> kernels;
+  for (int k = first; k <= last; ++k) kernels.push_back(std::make_unique<KernelEmitter>(s, k, d));
+  std::vector<Dimension> horizontal;
+  for (const auto& dim : ir::kernel_loop_dims(s, s.kernels[first]))
+    if (dim.kind != DimKind::vertical) horizontal.push_back(dim);
+  const int h = static_cast<int>(horizontal.size());
+  std::string columns;
+  for (auto& k : kernels) columns += k->emit_column(h + 2);
+  bool err = false;
+  for (auto& k : kernels) err |= k->uses_error();
+  std::string code = fmt::format("// kernels {}..{}: column group\nstatic void group_{}(const ff_call* call) {{\n", first,
+                                 last, first);
+  for (auto& k : kernels) code += k->bounds();
+  code += d.text;
+  code += "#pragma omp parallel num_threads(call->num_threads)\n  {\n    const std::int64_t tid = omp_get_thread_num();\n";
+  code += d.column_locals;
+  code += err ? "    std::int32_t err = 0;\n" : "";
+  code += fmt::format("#pragma omp for collapse({}) schedule(static)\n", h);
+  // Every kernel of the group covers the same horizontal box (checked by fuse_columns).
+  for (int a = 0; a < h; ++a)
+    code += fmt::format("{0}for (std::int64_t {1} = {2}; {1} < {3}; ++{1}) {{\n", std::string(2 * (2 + a), ' '),
+                        KernelEmitter::var(horizontal[a]), kernels[0]->lo(horizontal[a]), kernels[0]->hi(horizontal[a]));
+  code += columns;
+  for (int a = h - 1; a >= 0; --a) code += std::string(2 * (2 + a), ' ') + "}\n";
+  code += err ? "    if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n" : "";
+  return code + "  }\n}\n\n";
+}
 
 }  // namespace
 
 std::string generate_cpu_source(const ir::Schedule& s) {
   std::string src = fmt::format(
       "// Generated by fieldflow from program '{}' (layout {}). Do not edit.\n"
-      "#include <fieldflow/abi.h>\n#include <cmath>\n#include <cstdint>\n#include <limits>\n\n"
+      "#include <fieldflow/abi.h>\n#include <omp.h>\n#include <cmath>\n#include <cstdint>\n#include <limits>\n\n"
       "namespace {{\n\n",
       s.program.name, to_string(s.layout));
-  for (std::size_t k = 0; k < s.kernels.size(); ++k) src += KernelEmitter(s, static_cast<int>(k)).emit();
+  std::string calls;
+  for (std::size_t k = 0; k < s.kernels.size();) {
+    if (s.kernels[k].column_group < 0) {
+      Decls d;
+      src += KernelEmitter(s, static_cast<int>(k), d).emit();
+      calls += fmt::format("  kernel_{}(call);\n", k);
+      ++k;
+      continue;
+    }
+    std::size_t last = k;
+    while (last + 1 < s.kernels.size() && s.kernels[last + 1].column_group == s.kernels[k].column_group) ++last;
+    src += emit_column_group(s, static_cast<int>(k), static_cast<int>(last));
+    calls += fmt::format("  group_{}(call);\n", k);
+    k = last + 1;
+  }
   src += "}  // namespace\n\nextern \"C\" std::int32_t ff_abi_version(void) { return FF_ABI_VERSION; }\n\n";
-  src += "extern \"C\" std::int32_t ff_run(const ff_call* call) {\n";
-  for (std::size_t k = 0; k < s.kernels.size(); ++k) src += fmt::format("  kernel_{}(call);\n", k);
+  src += "extern \"C\" std::int32_t ff_run(const ff_call* call) {\n" + calls;
   src += "  return *call->error;\n}\n";
   return src;
 }
