@@ -56,6 +56,21 @@ std::int64_t size_symbol(const std::map<std::string, std::int64_t>& sizes, const
   return it->second;
 }
 
+// Narrows `sub` to where the constraints (concat_where outcomes) hold; false if nowhere.
+bool restrict_box(const Kernel& kern, const std::vector<std::pair<int, bool>>& constraints,
+                  const std::map<std::string, std::int64_t>& sizes, Box& sub) {
+  for (const auto& [ci, outcome] : constraints) {
+    const Condition& c = kern.conditions[ci];
+    const int a = sub.axis(c.dim);
+    if (a < 0) continue;
+    auto [lo, hi] = restrict(sub.lo[a], sub.hi[a], c.cmp, c.bound.evaluate(sizes), outcome);
+    if (hi <= lo) return false;
+    sub.lo[a] = lo;
+    sub.hi[a] = hi;
+  }
+  return true;
+}
+
 }  // namespace
 
 int Box::axis(const Dimension& d) const {
@@ -85,7 +100,7 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
   for (int k = static_cast<int>(s.kernels.size()) - 1; k >= 0; --k) {
     const Kernel& kern = s.kernels[k];
     Box box;
-    if (!kern.domain.empty()) {
+    if (!kern.extent_from_outputs) {
       for (const auto& r : kern.domain) {
         box.dims.push_back(r.dim);
         box.lo.push_back(r.lo.evaluate(sizes));
@@ -119,18 +134,26 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
     }
     out.kernel_domains[k] = box;
     if (box.count() == 0) continue;
+    for (const auto& fs : kern.fixed_shifts) {
+      Box sub = box;
+      if (!restrict_box(kern, fs.constraints, sizes, sub)) continue;
+      const int a = sub.axis(fs.source.dim);
+      std::int64_t slot_lo = fs.index, slot_hi = fs.index + 1;
+      if (fs.index < 0) {  // a local field outside a reduction: the slots its loop covers
+        const Param* c = s.program.find(fs.connectivity);
+        const int l = sub.axis(c->conn.local);
+        slot_lo = l >= 0 ? sub.lo[l] : 0;
+        slot_hi = l >= 0 ? sub.hi[l] : c->conn.max_neighbors;
+      }
+      if (fs.source.kind == DimAccess::Kind::loop && a >= 0)
+        out.table_rows.push_back({fs.connectivity, k, sub.lo[a] + fs.source.min_offset, sub.hi[a] + fs.source.max_offset,
+                                  slot_lo, slot_hi});
+      else
+        out.table_rows.push_back({fs.connectivity, k, 0, -1, slot_lo, slot_hi});
+    }
     for (const Access& acc : kern.accesses) {
       Box sub = box;
-      bool active = true;
-      for (const auto& [ci, outcome] : acc.constraints) {
-        const Condition& c = kern.conditions[ci];
-        const int a = sub.axis(c.dim);
-        if (a < 0) continue;
-        auto [lo, hi] = restrict(sub.lo[a], sub.hi[a], c.cmp, c.bound.evaluate(sizes), outcome);
-        if (hi <= lo) { active = false; break; }
-        sub.lo[a] = lo;
-        sub.hi[a] = hi;
-      }
+      bool active = restrict_box(kern, acc.constraints, sizes, sub);
       if (!active) continue;
       Box need;
       for (const DimAccess& d : acc.dims) {
@@ -164,6 +187,7 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
       if (t >= 0) {
         unite(out.transient_boxes[t], need);
       } else {
+        out.kernel_reads.push_back({acc.buffer, k, need});
         auto it = out.param_reads.find(acc.buffer);
         if (it == out.param_reads.end()) {
           const Param* p = s.program.find(acc.buffer);

@@ -57,7 +57,7 @@ std::string Schedule::print() const {
     for (std::size_t i = 0; i < kern.outputs.size(); ++i) outs += (i ? ", " : "") + kern.outputs[i];
     s += fmt::format("kernel {} '{}' {} -> ({}) over {}{}\n", k, kern.name,
                      kern.kind == KernelKind::scan ? "scan" : "pointwise", outs,
-                     kern.domain.empty() ? std::string("extent of its outputs") : to_string(kern.domain),
+                     kern.extent_from_outputs ? std::string("extent of its outputs") : to_string(kern.domain),
                      kern.column_group >= 0 ? fmt::format(" in column group {}", kern.column_group) : "");
     for (const Access& a : kern.accesses) s += "  reads " + print_access(a, kern) + "\n";
     std::string body = ir::print(*kern.value);
@@ -74,7 +74,7 @@ std::string Schedule::print() const {
 
 std::vector<Dimension> kernel_loop_dims(const ir::Schedule& s, const ir::Kernel& k) {
   std::vector<Dimension> dims;
-  if (!k.domain.empty())
+  if (!k.extent_from_outputs)
     for (const auto& r : k.domain) dims.push_back(r.dim);
   else
     dims = s.transients.at(s.transient_index(k.outputs.at(0))).dims;
@@ -82,7 +82,7 @@ std::vector<Dimension> kernel_loop_dims(const ir::Schedule& s, const ir::Kernel&
 }
 
 Dimension unit_stride_dim(const std::vector<Dimension>& dims, Layout layout) {
-  FIELDFLOW_ASSERT(!dims.empty(), "buffer without dimensions");
+  if (dims.empty()) return Dimension{"", DimKind::horizontal};  // a single value: no stride at all
   return layout == Layout::vertical_fastest ? dims.back() : dims.front();
 }
 

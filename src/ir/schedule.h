@@ -51,7 +51,8 @@ struct Kernel {
   std::string name;
   KernelKind kind = KernelKind::pointwise;
   int stmt = -1;                     // the program statement it comes from
-  Domain domain;                     // statement kernels; empty: the extent of what it produces
+  Domain domain;                     // statement kernels (empty for a zero-dimensional output)
+  bool extent_from_outputs = false;  // transient producers: loop over what the consumers read
   std::vector<std::string> outputs;  // parameters or transients, one per value element
   ExprPtr value;                     // pointwise: the value; scan: the scan node
   std::vector<Condition> conditions;           // filled by infer_accesses
@@ -59,6 +60,15 @@ struct Kernel {
   std::vector<std::string> connectivities;     // tables the kernel reads
   bool has_dynamic_shift = false;              // in-kernel bounds checks needed
   bool has_fixed_neighbor_shift = false;       // in-kernel skip-value checks needed
+  // Fixed-index neighbour shifts (E2C[1]) and where their source index comes from: the runtime
+  // checks the table rows they read for skip values before running anything.
+  struct FixedShift {
+    std::string connectivity;
+    int index = 0;                            // -1: a local field written outside a reduction
+    DimAccess source;                         // loop: rows from the loop box; table: any row
+    std::vector<std::pair<int, bool>> constraints;
+  };
+  std::vector<FixedShift> fixed_shifts;
   int column_group = -1;  // kernels of one group run column by column (see fuse_columns)
 };
 
@@ -102,6 +112,19 @@ struct ConcreteExtents {
   std::vector<Box> kernel_domains;         // per kernel: the loop box
   std::vector<Box> transient_boxes;        // per transient: the box it must cover
   std::map<std::string, Box> param_reads;  // per field parameter: the box the call reads
+  struct KernelRead {
+    std::string param;
+    int kernel;
+    Box box;
+  };
+  std::vector<KernelRead> kernel_reads;  // the same per kernel, for messages naming the call
+  struct TableRows {
+    std::string connectivity;
+    int kernel;
+    std::int64_t lo, hi;            // rows read; hi < 0: every row
+    std::int64_t slot_lo, slot_hi;  // neighbour slots read in those rows
+  };
+  std::vector<TableRows> table_rows;     // rows read by fixed-index neighbour shifts
 };
 
 // Size symbols of a call: int scalar parameters by name, plus "len(<Location>)" for every

@@ -25,7 +25,10 @@ void break_write_hazards(ir::Schedule& s) {
   for (std::size_t k = 0; k < s.kernels.size(); ++k) {
     for (std::size_t o = 0; o < s.kernels[k].outputs.size(); ++o) {
       const std::string out = s.kernels[k].outputs[o];
-      if (s.transient_index(out) >= 0 || !reads_elsewhere(s.kernels[k], out)) continue;
+      // Kernels that may fail an in-kernel check (dynamic offsets) write through a double buffer
+      // too: the copy runs only if the call succeeded, so a failing call leaves the field as it was.
+      if (s.transient_index(out) >= 0 || (!reads_elsewhere(s.kernels[k], out) && !s.kernels[k].has_dynamic_shift))
+        continue;
       const ir::Param& p = *s.program.find(out);
       ir::Transient t;
       t.name = fmt::format("{}_next", out);

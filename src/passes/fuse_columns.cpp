@@ -48,7 +48,7 @@ bool legal(const ir::Schedule& s, std::size_t first, std::size_t last) {
   for (std::size_t k = first; k <= last; ++k) {
     const ir::Kernel& kern = s.kernels[k];
     if (!has_vertical(s, kern) || horizontal_dims(s, kern) != h) return false;
-    if (!kern.domain.empty()) {
+    if (!kern.extent_from_outputs) {
       // Statement kernels must agree on the horizontal box; producers take their consumers'.
       if (stmt_kernel)
         for (const auto& d : h) {

@@ -36,10 +36,11 @@ void add_access(std::vector<Access>& list, Access a) {
 void infer_accesses(ir::Schedule& s) {
   for (ir::Kernel& k : s.kernels) {
     k.accesses.clear();
+    k.fixed_shifts.clear();
     k.conditions.clear();
     k.connectivities.clear();
     std::vector<Dimension> loop;
-    if (!k.domain.empty())
+    if (!k.extent_from_outputs)
       for (const auto& r : k.domain) loop.push_back(r.dim);
     else
       loop = s.transients[s.transient_index(k.outputs[0])].dims;
@@ -49,7 +50,19 @@ void infer_accesses(ir::Schedule& s) {
                            if (std::find(k.connectivities.begin(), k.connectivities.end(), e.conn.name) ==
                                k.connectivities.end())
                              k.connectivities.push_back(e.conn.name);
-                           if (e.kind == ir::ExprKind::neighbor_shift && e.offset >= 0) k.has_fixed_neighbor_shift = true;
+                           // Fixed-index shifts, and local fields read outside a reduction over
+                           // them, fail on a missing neighbour: the runtime checks their rows.
+                           const ir::Coord* local = e.kind == ir::ExprKind::neighbor_shift && e.offset < 0
+                                                        ? p.find(e.conn.local) : nullptr;
+                           if (e.kind == ir::ExprKind::neighbor_shift &&
+                               (e.offset >= 0 || (local && local->kind != ir::DimAccess::Kind::local))) {
+                             k.has_fixed_neighbor_shift = true;
+                             const ir::Coord* src = p.find(e.conn.source);
+                             FIELDFLOW_ASSERT(src, "neighbour shift without its source");
+                             k.fixed_shifts.push_back({e.conn.name, static_cast<int>(e.offset),
+                                                       {e.conn.source, src->kind, src->offset, src->offset, 0},
+                                                       p.constraints});
+                           }
                          }
                          if (e.kind == ir::ExprKind::dynamic_shift) k.has_dynamic_shift = true;
                          if (e.kind != ir::ExprKind::field_ref) return true;

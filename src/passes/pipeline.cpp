@@ -99,7 +99,7 @@ void verify_schedule(const ir::Schedule& s) {
       if (t >= 0) produced[t] = true;
       else FIELDFLOW_ASSERT(s.program.find(o), fmt::format("kernel {} writes unknown buffer {}", k, o));
     }
-    FIELDFLOW_ASSERT(!kern.domain.empty() || (!kern.outputs.empty() && s.transient_index(kern.outputs[0]) >= 0),
+    FIELDFLOW_ASSERT(!kern.extent_from_outputs || (!kern.outputs.empty() && s.transient_index(kern.outputs[0]) >= 0),
                      fmt::format("kernel {} has neither a domain nor a transient output", k));
   }
 }

@@ -39,7 +39,7 @@ double cost(const Expr& e, std::map<const Expr*, double>& memo) {
 
 std::vector<Dimension> loop_dims(const ir::Schedule& s, const ir::Kernel& k) {
   std::vector<Dimension> dims;
-  if (!k.domain.empty())
+  if (!k.extent_from_outputs)
     for (const auto& r : k.domain) dims.push_back(r.dim);
   else
     dims = s.transients[s.transient_index(k.outputs[0])].dims;
@@ -104,6 +104,7 @@ void select_transients(ir::Schedule& s) {
     ir::Kernel producer;
     producer.name = name;
     producer.stmt = consumer.stmt;
+    producer.extent_from_outputs = true;
     std::vector<ir::ExprPtr> refs;
     const Expr* value = e;
     while (value->kind == ExprKind::named) value = value->args[0].get();

@@ -123,7 +123,7 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
   // Layout: generated code assumes unit stride along one dimension of every field.
   for (std::size_t i = 0; i < n; ++i) {
     const Field* f = bound.fields[i];
-    if (!f) continue;
+    if (!f || f->dims().empty()) continue;
     const Dimension unit = ir::unit_stride_dim(p.params[i].type.dims, image.options.layout);
     const int axis = f->axis_of(unit);
     if (f->shape()[axis] > 1 && f->strides()[axis] != 1)
@@ -195,9 +195,9 @@ void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
       if (axis < 0 || box.hi[axis] <= box.lo[axis]) continue;
       const std::int64_t n = new_sizes.at(ir::location_size_symbol(prm->conn.source));
       if (box.lo[axis] < 0 || box.hi[axis] > n)
-        throw ConnectivityError(fmt::format("program '{}', kernel '{}': iterates {} over [{}, {}) but connectivity '{}' "
-                                            "has {} rows", s.program.name, s.kernels[k].name, prm->conn.source.name,
-                                            box.lo[axis], box.hi[axis], cname, n));
+        throw DomainError(fmt::format("program '{}', call '{}': reads connectivity '{}' along {} over [{}, {}), outside "
+                                      "its table [0, {})", s.program.name, s.program.stmts[s.kernels[k].stmt].op, cname,
+                                      prm->conn.source.name, box.lo[axis], box.hi[axis], n));
     }
   }
   // Transient buffers: dense boxes laid out like fields of the compiled layout.
@@ -241,17 +241,32 @@ void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
 
 void CompiledProgram::Impl::check_reads() {
   const ir::Program& p = image.program;
-  for (const auto& [name, need] : sized_plan.extents.param_reads) {
+  const ir::Schedule& s = image.schedule;
+  for (const auto& [name, k, need] : sized_plan.extents.kernel_reads) {
     const Field& f = *binding.bound.fields[p.index_of(name)];
     for (std::size_t a = 0; a < need.dims.size(); ++a) {
       if (need.hi[a] <= need.lo[a]) continue;
       const int axis = f.axis_of(need.dims[a]);
       const std::int64_t lo = f.origin()[axis], hi = lo + f.shape()[axis];
       if (need.lo[a] < lo || need.hi[a] > hi)
-        throw DomainError(fmt::format("program '{}': reads field '{}' along {} over [{}, {}), outside its extent [{}, {}); "
-                                      "the field must cover every point the call reads (domain plus shifts)",
-                                      p.name, name, need.dims[a].name, need.lo[a], need.hi[a], lo, hi));
+        throw DomainError(fmt::format("program '{}', call '{}': reads field '{}' at {}={}, outside its extent [{}, {}) "
+                                      "(the call reads {} in [{}, {})); the field must cover every point the call reads "
+                                      "(domain plus shifts)", p.name, s.program.stmts[s.kernels[k].stmt].op, name,
+                                      need.dims[a].name, need.lo[a] < lo ? lo - 1 : hi, lo, hi, need.dims[a].name,
+                                      need.lo[a], need.hi[a]));
     }
+  }
+  // Fixed-index shifts through a skip value fail before anything is written.
+  for (const auto& rows : sized_plan.extents.table_rows) {
+    const NeighborTable& t = *binding.bound.tables[p.index_of(rows.connectivity)];
+    const std::int64_t lo = std::max<std::int64_t>(0, rows.lo), hi = rows.hi < 0 ? t.n_source : std::min(rows.hi, t.n_source);
+    for (std::int64_t r = lo; r < hi; ++r)
+      for (std::int64_t n = std::max<std::int64_t>(0, rows.slot_lo); n < std::min<std::int64_t>(rows.slot_hi, t.max_neighbors); ++n)
+        if (t(r, static_cast<int>(n)) < 0)
+          throw DomainError(fmt::format("program '{}', call '{}': reads through a missing neighbour: {}[{}] of {} {} is "
+                                        "-1 (skipped); only reductions skip missing neighbours", p.name,
+                                        s.program.stmts[s.kernels[rows.kernel].stmt].op, rows.connectivity, n,
+                                        p.find(rows.connectivity)->conn.source.name, r));
   }
 }
 
@@ -300,11 +315,11 @@ void CompiledProgram::Impl::call(const Arguments& args) {
   const ff_call c{buffers.data(), tables.data(), scalars.data(), domains.data(), &error, num_threads};
   run(&c);
   if (error & ff_error_dynamic_offset)
-    throw DomainError(fmt::format("program '{}': a dynamic vertical offset read outside a field's extent (outputs may "
-                                  "be partially written)", p.name));
+    throw DomainError(fmt::format("program '{}': a dynamic vertical offset read outside a field's extent; outputs of "
+                                  "earlier calls of the program may have been written", p.name));
   if (error & ff_error_missing_neighbor)
     throw DomainError(fmt::format("program '{}': reads through a missing neighbour (-1) with a fixed-index shift; "
-                                  "only reductions skip missing neighbours (outputs may be partially written)", p.name));
+                                  "only reductions skip missing neighbours", p.name));
 }
 
 CompiledProgram::CompiledProgram(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -38,7 +38,7 @@ TEST(SelectTransients, ExpensiveValueReadAtManyPointsBecomesTransient) {
   EXPECT_EQ(s.transients[0].name, "heavy");
   ASSERT_EQ(s.kernels.size(), 2u);
   EXPECT_EQ(s.kernels[0].outputs, std::vector<std::string>{"heavy"});
-  EXPECT_TRUE(s.kernels[0].domain.empty()) << "a transient producer covers what its consumer reads";
+  EXPECT_TRUE(s.kernels[0].extent_from_outputs) << "a transient producer covers what its consumer reads";
 }
 
 // materialize() always stores; a scan read by an expression becomes a scan kernel + transients.

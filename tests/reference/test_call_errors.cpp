@@ -8,6 +8,7 @@
 #include "fieldflow/mesh.h"
 #include "fieldflow/reference.h"
 #include "reference/lang_test_util.h"
+#include "reference/run_program.h"
 
 namespace fieldflow {
 namespace {
@@ -45,7 +46,7 @@ class CallErrors : public ::testing::Test {
 };
 
 TEST_F(CallErrors, GoodArgumentsRun) {
-  run_reference(program, good());
+  run_program(program, good());
   EXPECT_TRUE(matches(out_, [&](const Index& x) { return a_.at<double>({x[0], x[1]}) * 2.0; }));
   EXPECT_TRUE(matches(out2_, [&](const Index& x) { return a_.at<double>({x[0] + 1, x[1]}); },
                       [](const Index& x) { return x[0] < 5; }));
@@ -53,16 +54,16 @@ TEST_F(CallErrors, GoodArgumentsRun) {
 
 TEST_F(CallErrors, MissingArgument) {
   EXPECT_ERROR(ArgumentError,
-               run_reference(program, Arguments().field("a", a_).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", a_).scalar("nx", 6).field("out", out_).field("out2", out2_)),
                "program 'prog'", "missing argument 's'", "float64");
-  EXPECT_ERROR(ArgumentError, run_reference(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", 6).field("out", out_)),
+  EXPECT_ERROR(ArgumentError, run_program(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", 6).field("out", out_)),
                "program 'prog'", "missing argument 'out2'", "float64[I, K]");
   EXPECT_TRUE(untouched());
 }
 
 TEST_F(CallErrors, ExtraArgument) {
   Field extra({I}, DType::float64, {3});
-  EXPECT_ERROR(ArgumentError, run_reference(program, good().field("b", extra)), "program 'prog'",
+  EXPECT_ERROR(ArgumentError, run_program(program, good().field("b", extra)), "program 'prog'",
                "unexpected argument 'b'", "a, s, nx, out, out2");
   EXPECT_TRUE(untouched());
 }
@@ -75,11 +76,11 @@ TEST_F(CallErrors, DuplicatedArgument) {
 
 TEST_F(CallErrors, ArgumentOfTheWrongKind) {
   EXPECT_ERROR(ArgumentError,
-               run_reference(program, Arguments().field("a", a_).field("s", out2_).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", a_).field("s", out2_).scalar("nx", 6).field("out", out_).field("out2", out2_)),
                "program 'prog'", "argument 's' expects a scalar", "given a field");
   const Mesh m = make_torus_mesh(3, 3);
   EXPECT_ERROR(ArgumentError,
-               run_reference(program, Arguments().connectivity("a", m.table("E2V")).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().connectivity("a", m.table("E2V")).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
                "argument 'a' expects a field", "given a connectivity table");
   EXPECT_TRUE(untouched());
 }
@@ -87,7 +88,7 @@ TEST_F(CallErrors, ArgumentOfTheWrongKind) {
 TEST_F(CallErrors, FieldOfTheWrongDtype) {
   Field a32({I, K}, DType::float32, {6, 3});
   EXPECT_ERROR(ArgumentError,
-               run_reference(program, Arguments().field("a", a32).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", a32).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
                "program 'prog'", "field 'a'", "expects dtype float64", "given float32");
   EXPECT_TRUE(untouched());
 }
@@ -95,15 +96,15 @@ TEST_F(CallErrors, FieldOfTheWrongDtype) {
 TEST_F(CallErrors, FieldOfTheWrongDims) {
   Field aij({I, J}, DType::float64, {6, 3});
   EXPECT_ERROR(ArgumentError,
-               run_reference(program, Arguments().field("a", aij).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", aij).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
                "program 'prog'", "field 'a'", "expects dims [I, K]", "given [I, J]");
   Field ai({I}, DType::float64, {6});
   EXPECT_ERROR(ArgumentError,
-               run_reference(program, Arguments().field("a", ai).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", ai).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
                "field 'a'", "given [I]");
   Field aijk({I, J, K}, DType::float64, {6, 1, 3});
   EXPECT_ERROR(ArgumentError,
-               run_reference(program, Arguments().field("a", aijk).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", aijk).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
                "field 'a'", "given [I, J, K]");
   EXPECT_TRUE(untouched());
 }
@@ -111,7 +112,7 @@ TEST_F(CallErrors, FieldOfTheWrongDims) {
 TEST_F(CallErrors, DimensionOfTheSameNameButAnotherKind) {
   Field ak({I, horizontal_dim("K")}, DType::float64, {6, 3});
   EXPECT_ERROR(ArgumentError,
-               run_reference(program, Arguments().field("a", ak).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", ak).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
                "field 'a'", "expects dims");
   EXPECT_TRUE(untouched());
 }
@@ -120,33 +121,33 @@ TEST_F(CallErrors, ScalarOfTheWrongDtype) {
   auto with_s = [&](Scalar s) {
     return Arguments().field("a", a_).scalar("s", s).scalar("nx", 6).field("out", out_).field("out2", out2_);
   };
-  EXPECT_ERROR(ArgumentError, run_reference(program, with_s(2.0f)), "program 'prog'", "scalar 's'", "expects float64",
+  EXPECT_ERROR(ArgumentError, run_program(program, with_s(2.0f)), "program 'prog'", "scalar 's'", "expects float64",
                "given float32");
-  EXPECT_ERROR(ArgumentError, run_reference(program, with_s(2)), "scalar 's'", "expects float64", "given int32");
-  EXPECT_ERROR(ArgumentError, run_reference(program, with_s(true)), "scalar 's'", "given bool");
+  EXPECT_ERROR(ArgumentError, run_program(program, with_s(2)), "scalar 's'", "expects float64", "given int32");
+  EXPECT_ERROR(ArgumentError, run_program(program, with_s(true)), "scalar 's'", "given bool");
   EXPECT_ERROR(ArgumentError,
-               run_reference(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", 6.0).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", 6.0).field("out", out_).field("out2", out2_)),
                "scalar 'nx'", "expects int32", "given float64");
   EXPECT_TRUE(untouched());
 }
 
 TEST_F(CallErrors, Int64ScalarThatDoesNotFitInt32) {
   EXPECT_ERROR(ArgumentError,
-               run_reference(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", std::int64_t{1} << 40).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", std::int64_t{1} << 40).field("out", out_).field("out2", out2_)),
                "program 'prog'", "scalar 'nx'", "expects int32", "1099511627776", "does not fit");
   EXPECT_TRUE(untouched());
 }
 
 TEST_F(CallErrors, DomainOutsideAnOutput) {
   EXPECT_ERROR(DomainError,
-               run_reference(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", 7).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", 7).field("out", out_).field("out2", out2_)),
                "program 'prog'", "call 'scale'", "domain along I is [0, 7)", "output 'out'", "[0, 6)");
   EXPECT_TRUE(untouched());
 }
 
 TEST_F(CallErrors, NegativeDomainRange) {
   EXPECT_ERROR(DomainError,
-               run_reference(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", -1).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", -1).field("out", out_).field("out2", out2_)),
                "program 'prog'", "call 'scale'", "[0, -1)", "hi >= lo");
   EXPECT_TRUE(untouched());
 }
@@ -156,7 +157,7 @@ TEST_F(CallErrors, ReadOutsideAnInputsExtent) {
   Field shortA({I, K}, DType::float64, {6, 3}, {-1, 0});
   fill_pattern(shortA, 2);
   EXPECT_ERROR(DomainError,
-               run_reference(program, Arguments().field("a", shortA).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
+               run_program(program, Arguments().field("a", shortA).scalar("s", 2.0).scalar("nx", 6).field("out", out_).field("out2", out2_)),
                "program 'prog'", "call 'scale'", "field 'a'", "I=5", "[-1, 5)");
   EXPECT_TRUE(untouched());
 }
@@ -169,7 +170,7 @@ TEST_F(CallErrors, LaterCallFailingCommitsNothing) {
   Expr out = pb.field("out", {I, K}, DType::float64), out2 = pb.field("out2", {I, K}, DType::float64);
   pb.call("scale", a * 2, {out}, {{I, 0, 6}, {K, 0, 3}});
   pb.call("shift", a(I + 1), {out2}, {{I, 0, 6}, {K, 0, 3}});
-  EXPECT_ERROR(DomainError, run_reference(pb.build(), Arguments().field("a", a_).field("out", out_).field("out2", out2_)),
+  EXPECT_ERROR(DomainError, run_program(pb.build(), Arguments().field("a", a_).field("out", out_).field("out2", out2_)),
                "program 'two_calls'", "call 'shift'", "field 'a'", "I=6", "[0, 6)");
   EXPECT_TRUE(untouched());  // 'scale' succeeded on its own, but nothing is committed
 }
@@ -182,7 +183,7 @@ TEST_F(CallErrors, ReadOutsideAlongTheVertical) {
   Field fa({K}, DType::float64, {3}), fo({K}, DType::float64, {3});
   fo.fill(kSentinel);
   const auto b = snapshot(fo);
-  EXPECT_ERROR(DomainError, run_reference(pb.build(), Arguments().field("a", fa).field("out", fo)), "program 'vread'",
+  EXPECT_ERROR(DomainError, run_program(pb.build(), Arguments().field("a", fa).field("out", fo)), "program 'vread'",
                "call 'up'", "reads field 'a' at K=3", "outside its extent [0, 3)");
   EXPECT_TRUE(same_values(snapshot(fo), b));
 }
@@ -197,7 +198,7 @@ TEST_F(CallErrors, DynamicOffsetOutsideTheExtent) {
   fo.fill(kSentinel);
   foff.at<std::int32_t>({2}) = -3;  // level 2 reads level -1
   const auto b = snapshot(fo);
-  EXPECT_ERROR(DomainError, run_reference(pb.build(), Arguments().field("a", fa).field("off", foff).field("out", fo)),
+  EXPECT_ERROR(DomainError, run_program(pb.build(), Arguments().field("a", fa).field("off", foff).field("out", fo)),
                "program 'dyn_read'", "field 'a'", "K=-1", "[0, 4)");
   EXPECT_TRUE(same_values(snapshot(fo), b));
 }
@@ -212,7 +213,7 @@ TEST_F(CallErrors, InOutFieldIsRestoredWhenALaterCallFails) {
   fill_pattern(fa, 3);
   fb.fill(kSentinel);
   const auto ba = snapshot(fa), bb = snapshot(fb);
-  EXPECT_ERROR(DomainError, run_reference(pb.build(), Arguments().field("a", fa).field("b", fb)), "call 'read_far'", "I=10");
+  EXPECT_ERROR(DomainError, run_program(pb.build(), Arguments().field("a", fa).field("b", fb)), "call 'read_far'", "I=10");
   EXPECT_TRUE(same_values(snapshot(fa), ba));
   EXPECT_TRUE(same_values(snapshot(fb), bb));
 }
@@ -232,7 +233,7 @@ class TableErrors : public ::testing::Test {
     before_ = snapshot(out_);
   }
   void run(const NeighborTable& t) {
-    run_reference(program, Arguments().field("fv", fv_).field("out", out_).connectivity("E2V", t));
+    run_program(program, Arguments().field("fv", fv_).field("out", out_).connectivity("E2V", t));
   }
   bool untouched() const { return same_values(snapshot(out_), before_); }
 
@@ -250,7 +251,7 @@ TEST_F(TableErrors, GoodTableRuns) {
 }
 
 TEST_F(TableErrors, MissingTable) {
-  EXPECT_ERROR(ArgumentError, run_reference(program, Arguments().field("fv", fv_).field("out", out_)), "program 'tables'",
+  EXPECT_ERROR(ArgumentError, run_program(program, Arguments().field("fv", fv_).field("out", out_)), "program 'tables'",
                "missing argument 'E2V'", "connectivity table");
   EXPECT_TRUE(untouched());
 }
@@ -303,14 +304,14 @@ TEST_F(TableErrors, NeighbourIndexBeyondTheFieldExtent) {
   // A valid table (indices < n_target) but a vertex field smaller than the mesh.
   Field small({Vertex}, DType::float64, {mesh.n_vertices - 1});
   EXPECT_ERROR(DomainError,
-               run_reference(program, Arguments().field("fv", small).field("out", out_).connectivity("E2V", mesh.table("E2V"))),
+               run_program(program, Arguments().field("fv", small).field("out", out_).connectivity("E2V", mesh.table("E2V"))),
                "program 'tables'", "field 'fv'", "Vertex=" + std::to_string(mesh.n_vertices - 1));
   EXPECT_TRUE(untouched());
 }
 
 TEST_F(TableErrors, TableGivenForAFieldParameter) {
   EXPECT_ERROR(ArgumentError,
-               run_reference(program, Arguments().connectivity("fv", mesh.table("E2V")).field("out", out_).connectivity("E2V", mesh.table("E2V"))),
+               run_program(program, Arguments().connectivity("fv", mesh.table("E2V")).field("out", out_).connectivity("E2V", mesh.table("E2V"))),
                "argument 'fv' expects a field", "given a connectivity table");
   EXPECT_TRUE(untouched());
 }

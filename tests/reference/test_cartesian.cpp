@@ -10,6 +10,7 @@
 #include "fieldflow/errors.h"
 #include "fieldflow/reference.h"
 #include "reference/lang_test_util.h"
+#include "reference/run_program.h"
 
 namespace fieldflow {
 namespace {
@@ -36,7 +37,7 @@ TEST(Pointwise, AddTwoFields) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("add", a + b, {out}, full());
   Field fa = ijk(DType::float64, 1), fb = ijk(DType::float64, 2), fo = out_ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return v(fa, x) + v(fb, x); }));
 }
 
@@ -47,7 +48,7 @@ TEST(Pointwise, ScalarParametersAndWeakLiteralsBroadcast) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("axpy", alpha * a + 2.0 * b - 1 + a / 4, {out}, full());
   Field fa = ijk(DType::float64, 3), fb = ijk(DType::float64, 4), fo = out_ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).scalar("alpha", 0.75).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).scalar("alpha", 0.75).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return 0.75 * v(fa, x) + 2.0 * v(fb, x) - 1.0 + v(fa, x) / 4.0; }));
 }
 
@@ -58,7 +59,7 @@ TEST(Pointwise, Float32ScalarAndLiteralsStayFloat32) {
   Expr out = pb.field("out", {I, J, K}, DType::float32);
   pb.call("axpy", s * a + 0.1 - a / 3, {out}, full());
   Field fa = ijk(DType::float32, 5), fo = out_ijk(DType::float32);
-  run_reference(pb.build(), Arguments().field("a", fa).scalar("s", 1.3f).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).scalar("s", 1.3f).field("out", fo));
   EXPECT_TRUE(matches(
       fo,
       [&](const Index& x) {
@@ -74,7 +75,7 @@ TEST(Pointwise, ScalarOnlyExpressionIsWrittenEverywhere) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("fill", s * 2 + 1, {out}, full());
   Field fo = out_ijk();
-  run_reference(pb.build(), Arguments().scalar("s", 4.25).field("out", fo));
+  run_program(pb.build(), Arguments().scalar("s", 4.25).field("out", fo));
   EXPECT_TRUE(matches(fo, [](const Index&) { return 9.5; }));
 }
 
@@ -84,7 +85,7 @@ TEST(Pointwise, ZeroDimensionalOutput) {
   Expr out = pb.field("out", {}, DType::int64);
   pb.call("twice", s * 2, {out}, {});
   Field fo({}, DType::int64, {});
-  run_reference(pb.build(), Arguments().scalar("s", std::int64_t{21}).field("out", fo));
+  run_program(pb.build(), Arguments().scalar("s", std::int64_t{21}).field("out", fo));
   EXPECT_EQ(fo.get_as_double(0), 42.0);
 }
 
@@ -108,7 +109,7 @@ TEST_P(Comparison, FieldVsFieldAndFieldVsLiteral) {
   fb.at<double>({2, 1, 1}) = fa.at<double>({2, 1, 1});
   fa.at<double>({1, 1, 1}) = 0.5;
   Field f1 = out_ijk(DType::boolean), f2 = out_ijk(DType::boolean);
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).field("o1", f1).field("o2", f2));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("o1", f1).field("o2", f2));
   EXPECT_TRUE(matches(f1, [&](const Index& x) { return c.ref(v(fa, x), v(fb, x)) ? 1.0 : 0.0; }));
   EXPECT_TRUE(matches(f2, [&](const Index& x) { return c.ref(v(fa, x), 0.5) ? 1.0 : 0.0; }));
 }
@@ -131,7 +132,7 @@ TEST(Pointwise, IntComparisonWithWeakLiteral) {
   Field fa({I, J, K}, DType::int32, {NX, NY, NK});
   fill_with(fa, [](const Index& x) { return static_cast<double>((x[0] * 3 + x[1] * 5 + x[2]) % 9 - 4); });
   Field fo = out_ijk(DType::boolean);
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) {
     const auto av = fa.at<std::int32_t>({x[0], x[1], x[2]});
     return (av >= 2 || av == -3) ? 1.0 : 0.0;
@@ -149,7 +150,7 @@ TEST(Pointwise, LogicalOperators) {
   Field fm({I, J, K}, DType::boolean, {NX, NY, NK});
   fill_with(fm, [](const Index& x) { return (x[0] + x[1] * x[2]) % 3 == 0; });
   Field f1 = out_ijk(DType::boolean), f2 = out_ijk(DType::boolean), f3 = out_ijk(DType::boolean);
-  run_reference(pb.build(),
+  run_program(pb.build(),
                 Arguments().field("a", fa).field("b", fb).field("m", fm).field("o1", f1).field("o2", f2).field("o3", f3));
   EXPECT_TRUE(matches(f1, [&](const Index& x) { return (v(fa, x) > 0 && v(fb, x) < 0) ? 1.0 : 0.0; }));
   EXPECT_TRUE(matches(f2, [&](const Index& x) { return (v(fa, x) > 0 || v(fm, x) != 0) ? 1.0 : 0.0; }));
@@ -164,7 +165,7 @@ TEST(Pointwise, BoolEquality) {
   pb.call("beq", (m == (a > 0)) != Expr(false), {out}, full());
   Field fm({I, J, K}, DType::boolean, {NX, NY, NK}), fa = ijk(DType::float64, 10), fo = out_ijk(DType::boolean);
   fill_with(fm, [](const Index& x) { return (x[0] + x[2]) % 2 == 0; });
-  run_reference(pb.build(), Arguments().field("m", fm).field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("m", fm).field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return ((v(fm, x) != 0) == (v(fa, x) > 0)) ? 1.0 : 0.0; }));
 }
 
@@ -209,7 +210,7 @@ TEST_P(UnaryBuiltin, MatchesTheStdFunctionInItsOwnPrecision) {
   pb.call(c.name, c.dsl(x), {out}, full());
   Field fx = ijk(dt), fo = out_ijk(dt);
   fill_with(fx, [&](const Index& i) { return spread(i, c.lo, c.hi); });
-  run_reference(pb.build(), Arguments().field("x", fx).field("out", fo));
+  run_program(pb.build(), Arguments().field("x", fx).field("out", fo));
   // float32 must compute in float (std:: float overloads), float64 in double: exact equality.
   EXPECT_TRUE(matches(
       fo,
@@ -257,7 +258,7 @@ TEST_P(BinaryBuiltin, MatchesTheStdFunctionInItsOwnPrecision) {
   Field fa = ijk(dt), fb = ijk(dt), fo = out_ijk(dt);
   fill_with(fa, [](const Index& i) { return spread(i, 0.1, 5.0); });
   fill_with(fb, [](const Index& i) { return spread({i[2], i[0], i[1]}, 0.3, 2.7); });
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
   EXPECT_TRUE(matches(
       fo,
       [&](const Index& i) {
@@ -290,7 +291,7 @@ TEST_P(Predicates, IsnanIsinfIsfinite) {
   Field fx({I}, dt, {6});
   for (int i = 0; i < 6; ++i) fx.set_from_double(i, in[i]);
   Field f1({I}, DType::boolean, {6}), f2({I}, DType::boolean, {6}), f3({I}, DType::boolean, {6});
-  run_reference(pb.build(), Arguments().field("x", fx).field("o1", f1).field("o2", f2).field("o3", f3));
+  run_program(pb.build(), Arguments().field("x", fx).field("o1", f1).field("o2", f2).field("o3", f3));
   for (int i = 0; i < 6; ++i) {
     const double xv = fx.get_as_double(i);  // float32: -2e30 stays finite
     EXPECT_EQ(f1.at<bool>({i}), std::isnan(xv)) << i;
@@ -315,7 +316,7 @@ TEST(Pointwise, Float32ArithmeticRoundsInFloat) {
     fb.at<float>({i}) = 1e-8f * static_cast<float>(i + 1);
   }
   Field f1({I}, DType::float32, {4}), f2({I}, DType::float32, {4});
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).field("o1", f1).field("o2", f2));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("o1", f1).field("o2", f2));
   for (int i = 0; i < 4; ++i) {
     const float av = fa.at<float>({i}), bv = fb.at<float>({i});
     const float r1 = (av + bv) - av;
@@ -345,7 +346,7 @@ void check_int_arithmetic(DType dt, T scale) {
     }
   std::vector<Field> outs;
   for (int o = 0; o < 5; ++o) outs.emplace_back(std::vector<Dimension>{I, J}, dt, std::vector<std::int64_t>{7, 5});
-  run_reference(pb.build(), Arguments()
+  run_program(pb.build(), Arguments()
                                 .field("a", fa)
                                 .field("b", fb)
                                 .field("add", outs[0])
@@ -382,7 +383,7 @@ TEST(Integers, DivisionTruncatesTowardZeroAndMinOverMinusOneWraps) {
   const std::int32_t as[] = {-7, 7, -7, std::numeric_limits<std::int32_t>::min(), 0};
   const std::int32_t bs[] = {2, -2, -2, -1, 0};
   for (int i = 0; i < 5; ++i) fa.at<std::int32_t>({i}) = as[i], fb.at<std::int32_t>({i}) = bs[i];
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
   EXPECT_EQ(fo.at<std::int32_t>({0}), -3);
   EXPECT_EQ(fo.at<std::int32_t>({1}), -3);
   EXPECT_EQ(fo.at<std::int32_t>({2}), 3);
@@ -398,7 +399,7 @@ TEST(Integers, ScalarIntParameterAndMinimumMaximum) {
   pb.call("clamp", minimum(maximum(a, lo), lo + 5), {out}, {{I, 0, 10}});
   Field fa({I}, DType::int64, {10}), fo({I}, DType::int64, {10});
   for (int i = 0; i < 10; ++i) fa.at<std::int64_t>({i}) = i * 3 - 8;
-  run_reference(pb.build(), Arguments().field("a", fa).scalar("lo", std::int64_t{-2}).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).scalar("lo", std::int64_t{-2}).field("out", fo));
   for (int i = 0; i < 10; ++i) EXPECT_EQ(fo.at<std::int64_t>({i}), std::clamp<std::int64_t>(i * 3 - 8, -2, 3)) << i;
 }
 
@@ -413,7 +414,7 @@ TEST(Where, SelectsPerPointWithBroadcastBranches) {
   pb.call("where", where(a > 0, col * 2, s - a), {out}, full());
   Field fa = ijk(DType::float64, 11), fc({K}, DType::float64, {NK}), fo = out_ijk();
   fill_pattern(fc, 12);
-  run_reference(pb.build(), Arguments().field("a", fa).field("col", fc).scalar("s", 0.5).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("col", fc).scalar("s", 0.5).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return v(fa, x) > 0 ? v(fc, {x[2]}) * 2 : 0.5 - v(fa, x); }));
 }
 
@@ -427,7 +428,7 @@ TEST(Where, ConditionOverFewerDimsAndLiteralBranches) {
           {out}, full());
   Field fm({I, J}, DType::boolean, {NX, NY}), fa = ijk(DType::float32, 13), fo = out_ijk(DType::float32);
   fill_with(fm, [](const Index& x) { return (x[0] * x[1]) % 2 == 1; });
-  run_reference(pb.build(), Arguments().field("m", fm).field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("m", fm).field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) {
     const bool c = fm.at<bool>({x[0], x[1]});
     const float av = fa.at<float>({x[0], x[1], x[2]});
@@ -441,7 +442,7 @@ TEST(Where, TupleWhereWritesBothOutputs) {
   Expr o1 = pb.field("o1", {I, J, K}, DType::float64), o2 = pb.field("o2", {I, J, K}, DType::float64);
   pb.call("sort2", where(a < b, make_tuple({a, b}), make_tuple({b, a})), {o1, o2}, full());
   Field fa = ijk(DType::float64, 14), fb = ijk(DType::float64, 15), f1 = out_ijk(), f2 = out_ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).field("o1", f1).field("o2", f2));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("o1", f1).field("o2", f2));
   EXPECT_TRUE(matches(f1, [&](const Index& x) { return std::min(v(fa, x), v(fb, x)); }));
   EXPECT_TRUE(matches(f2, [&](const Index& x) { return std::max(v(fa, x), v(fb, x)); }));
 }
@@ -453,7 +454,7 @@ TEST(Where, TupleElementOfWhere) {
   Expr t = where(a < b, make_tuple({a, b}), make_tuple({b, a}));
   pb.call("range", t[1] - t[0], {out}, full());
   Field fa = ijk(DType::float64, 16), fb = ijk(DType::float64, 17), fo = out_ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return std::abs(v(fa, x) - v(fb, x)); }));
 }
 
@@ -465,7 +466,7 @@ TEST(Broadcast, ColumnToFullGrid) {
   pb.call("bcast", make_tuple({broadcast(col, {I, J, K}), a * col}), {o1, o2}, full());
   Field fc({K}, DType::float64, {NK}), fa = ijk(DType::float64, 18), f1 = out_ijk(), f2 = out_ijk();
   fill_pattern(fc, 19);
-  run_reference(pb.build(), Arguments().field("col", fc).field("a", fa).field("o1", f1).field("o2", f2));
+  run_program(pb.build(), Arguments().field("col", fc).field("a", fa).field("o1", f1).field("o2", f2));
   EXPECT_TRUE(matches(f1, [&](const Index& x) { return v(fc, {x[2]}); }));
   EXPECT_TRUE(matches(f2, [&](const Index& x) { return v(fa, x) * v(fc, {x[2]}); }));
 }
@@ -477,7 +478,7 @@ TEST(Broadcast, LiteralToAFieldAndPlaneToVolume) {
   pb.call("bcast", broadcast(3.5, {I, J, K}) + broadcast(plane, {I, J, K}), {o1}, full());
   Field fp({I, J}, DType::float64, {NX, NY}), f1 = out_ijk();
   fill_pattern(fp, 20);
-  run_reference(pb.build(), Arguments().field("plane", fp).field("o1", f1));
+  run_program(pb.build(), Arguments().field("plane", fp).field("o1", f1));
   EXPECT_TRUE(matches(f1, [&](const Index& x) { return 3.5 + v(fp, {x[0], x[1]}); }));
 }
 
@@ -489,7 +490,7 @@ TEST(Astype, FloatToIntTruncatesTowardZero) {
   const double in[] = {-2.7, -0.5, 0.0, 0.5, 2.7, 41.999};
   Field fa({I}, DType::float64, {6}), f1({I}, DType::int32, {6}), f2({I}, DType::int64, {6});
   for (int i = 0; i < 6; ++i) fa.at<double>({i}) = in[i];
-  run_reference(pb.build(), Arguments().field("a", fa).field("o1", f1).field("o2", f2));
+  run_program(pb.build(), Arguments().field("a", fa).field("o1", f1).field("o2", f2));
   for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(f1.at<std::int32_t>({i}), static_cast<std::int32_t>(in[i])) << i;
     EXPECT_EQ(f2.at<std::int64_t>({i}), static_cast<std::int64_t>(in[i] * 1e9)) << i;
@@ -507,7 +508,7 @@ TEST(Astype, IntToFloatAndBetweenFloatWidths) {
     fa.at<std::int64_t>({i}) = (std::int64_t{1} << 40) + i * 7 - 9;
     fd.at<double>({i}) = 0.1 + i / 7.0;
   }
-  run_reference(pb.build(), Arguments().field("a", fa).field("d", fd).field("o1", f1).field("o2", f2));
+  run_program(pb.build(), Arguments().field("a", fa).field("d", fd).field("o1", f1).field("o2", f2));
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(f1.at<double>({i}), static_cast<double>(fa.at<std::int64_t>({i})) / 2.0);
     EXPECT_EQ(f2.at<float>({i}), static_cast<float>(fd.at<double>({i})) * 3.0f);
@@ -522,7 +523,7 @@ TEST(Astype, BoolToNumberAndBack) {
   const double in[] = {-1.5, 0.0, 0.25, 3.0};
   Field fa({I}, DType::float64, {4}), f1({I}, DType::int32, {4}), f2({I}, DType::boolean, {4});
   for (int i = 0; i < 4; ++i) fa.at<double>({i}) = in[i];
-  run_reference(pb.build(), Arguments().field("a", fa).field("o1", f1).field("o2", f2));
+  run_program(pb.build(), Arguments().field("a", fa).field("o1", f1).field("o2", f2));
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(f1.at<std::int32_t>({i}), in[i] > 0 ? 10 : 0);
     EXPECT_EQ(f2.at<bool>({i}), in[i] != 0.0);
@@ -537,7 +538,7 @@ TEST(Index, IsTheAbsoluteIndexAlongEachDimension) {
           {{I, -1, 3}, {J, 1, 3}, {K, 0, 2}});
   Field fo({I, J, K}, DType::int32, {5, 4, 3}, {-2, 0, 0});
   fo.fill(kIntSentinel);
-  run_reference(pb.build(), Arguments().field("out", fo));
+  run_program(pb.build(), Arguments().field("out", fo));
   EXPECT_TRUE(matches(
       fo, [](const Index& x) { return static_cast<double>(x[0] * 100 + x[1] * 10 + x[2]); },
       [](const Index& x) { return x[0] >= -1 && x[0] < 3 && x[1] >= 1 && x[1] < 3 && x[2] < 2; }, 0, kIntSentinel));
@@ -550,7 +551,7 @@ TEST(Index, AsFloatCoordinate) {
   pb.call("x", broadcast(astype(index(I), DType::float64) * dx, {I, J}) + astype(index(J), DType::float64), {out},
           {{I, 0, NX}, {J, 0, NY}});
   Field fo({I, J}, DType::float64, {NX, NY});
-  run_reference(pb.build(), Arguments().scalar("dx", 0.25).field("out", fo));
+  run_program(pb.build(), Arguments().scalar("dx", 0.25).field("out", fo));
   EXPECT_TRUE(matches(fo, [](const Index& x) { return static_cast<double>(x[0]) * 0.25 + static_cast<double>(x[1]); }));
 }
 
@@ -563,7 +564,7 @@ TEST(Tuples, MultipleOutputsOfDifferentDtypes) {
   Expr o3 = pb.field("o3", {I, J, K}, DType::int32);
   pb.call("multi", make_tuple({a * a, a > 1, astype(floor(a), DType::int32)}), {o1, o2, o3}, full());
   Field fa = ijk(DType::float64, 21), f1 = out_ijk(), f2 = out_ijk(DType::boolean), f3 = out_ijk(DType::int32);
-  run_reference(pb.build(), Arguments().field("a", fa).field("o1", f1).field("o2", f2).field("o3", f3));
+  run_program(pb.build(), Arguments().field("a", fa).field("o1", f1).field("o2", f2).field("o3", f3));
   EXPECT_TRUE(matches(f1, [&](const Index& x) { return v(fa, x) * v(fa, x); }));
   EXPECT_TRUE(matches(f2, [&](const Index& x) { return v(fa, x) > 1 ? 1.0 : 0.0; }));
   EXPECT_TRUE(matches(f3, [&](const Index& x) { return static_cast<double>(static_cast<std::int32_t>(std::floor(v(fa, x)))); }));
@@ -586,7 +587,7 @@ TEST(Composition, OperatorsCallingOperators) {
   Field fa({I, J}, DType::float64, {10, 9}), fo({I, J}, DType::float64, {10, 9});
   fill_pattern(fa, 22);
   fo.fill(kSentinel);
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   auto av = [&](std::int64_t i, std::int64_t j) { return fa.at<double>({i, j}); };
   EXPECT_TRUE(matches(
       fo,
@@ -603,7 +604,7 @@ TEST(Composition, HelperReturningSeveralValues) {
   auto [lo, hi] = minmax(a, b);
   pb.call("spread", hi - lo, {out}, full());
   Field fa = ijk(DType::float64, 23), fb = ijk(DType::float64, 24), fo = out_ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return std::max(v(fa, x), v(fb, x)) - std::min(v(fa, x), v(fb, x)); }));
 }
 
@@ -622,8 +623,8 @@ TEST(Labels, NamedAndMaterializeHaveNoSemanticEffect) {
   Field o1({I, J}, DType::float64, {7, 4}), o2({I, J}, DType::float64, {7, 4});
   o1.fill(kSentinel);
   o2.fill(kSentinel);
-  run_reference(build(false), Arguments().field("a", fa).field("out", o1));
-  run_reference(build(true), Arguments().field("a", fa).field("out", o2));
+  run_program(build(false), Arguments().field("a", fa).field("out", o1));
+  run_program(build(true), Arguments().field("a", fa).field("out", o2));
   EXPECT_TRUE(same_values(snapshot(o1), snapshot(o2)));
   auto t = [&](std::int64_t i, std::int64_t j) { return fa.at<double>({i, j}) * fa.at<double>({i, j}) + 1; };
   EXPECT_TRUE(matches(o2, [&](const Index& x) { return (t(x[0] + 1, x[1]) - t(x[0], x[1])) * 2; },
@@ -638,7 +639,7 @@ TEST(Shifts, LaplacianOnTheInteriorLeavesTheBoundaryUntouched) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("lap", lap(a), {out}, {{I, 1, NX - 1}, {J, 1, NY - 1}, {K, 0, NK}});
   Field fa = ijk(DType::float64, 26), fo = out_ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(
       fo,
       [&](const Index& x) {
@@ -656,7 +657,7 @@ TEST(Shifts, AsymmetricShiftsAlongIAndJ) {
   Field fa({I, J}, DType::float64, {6, 4}), fo({I, J}, DType::float64, {6, 4});
   fill_pattern(fa, 27);
   fo.fill(kSentinel);
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(
       fo,
       [&](const Index& x) {
@@ -671,7 +672,7 @@ TEST(Shifts, VerticalShiftsKPlusMinusOne) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("dz", (a(K + 1) - a(K - 1)) * 0.5, {out}, {{I, 0, NX}, {J, 0, NY}, {K, 1, NK - 1}});
   Field fa = ijk(DType::float64, 28), fo = out_ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(
       fo, [&](const Index& x) { return (v(fa, {x[0], x[1], x[2] + 1}) - v(fa, {x[0], x[1], x[2] - 1})) * 0.5; },
       [](const Index& x) { return x[2] >= 1 && x[2] < NK - 1; }));
@@ -683,7 +684,7 @@ TEST(Shifts, ShiftOfAnExpressionShiftsEveryOperand) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("c", (a * b)(I + 1)(K - 1), {out}, {{I, 0, NX - 1}, {J, 0, NY}, {K, 1, NK}});
   Field fa = ijk(DType::float64, 29), fb = ijk(DType::float64, 30), fo = out_ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
   EXPECT_TRUE(matches(
       fo, [&](const Index& x) { const Index y{x[0] + 1, x[1], x[2] - 1}; return v(fa, y) * v(fb, y); },
       [](const Index& x) { return x[0] < NX - 1 && x[2] >= 1; }));
@@ -700,7 +701,7 @@ TEST(Shifts, DynamicVerticalOffsetsFromAnIntField) {
   fill_pattern(fa, 31);
   for (int i = 0; i < 4; ++i)
     for (int k = 0; k < nk; ++k) fof.at<std::int32_t>({i, k}) = static_cast<std::int32_t>((i * 5 + k * 2) % nk - k);
-  run_reference(pb.build(), Arguments().field("a", fa).field("off", fof).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("off", fof).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) {
     const std::int64_t target = x[1] + fof.at<std::int32_t>({x[0], x[1]});
     return fa.at<double>({x[0], target}) + fa.at<double>({x[0], x[1]});
@@ -717,7 +718,7 @@ TEST(Shifts, DynamicOffsetIntoAColumnField) {
   fill_pattern(fc, 32);
   for (int i = 0; i < 3; ++i)
     for (int k = 0; k < 4; ++k) fof.at<std::int64_t>({i, k}) = (3 - k) - i;  // reads level 3 - i
-  run_reference(pb.build(), Arguments().field("col", fc).field("off", fof).field("out", fo));
+  run_program(pb.build(), Arguments().field("col", fc).field("off", fof).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return static_cast<double>(fc.at<float>({x[1] + fof.at<std::int64_t>({x[0], x[1]})})); }));
 }
 
@@ -732,7 +733,7 @@ TEST(Domains, InputWithNegativeOriginCoversTheHalo) {
   Field fa({I}, DType::float64, {n + 4}, {-2});  // covers [-2, n + 2)
   fill_pattern(fa, 33);
   Field fo({I}, DType::float64, {n});
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) {
     double s = 0;
     for (int d = -2; d <= 2; ++d) s += fa.at<double>({x[0] + d});
@@ -749,7 +750,7 @@ TEST(Domains, OutputWithNonZeroOriginUsesAbsoluteIndices) {
   Field fa({I, J}, DType::float64, {4, 3}, {10, -3}), fo({I, J}, DType::float64, {5, 2}, {10, -3});
   fill_pattern(fa, 34);
   fo.fill(kSentinel);
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(
       fo, [&](const Index& x) { return fa.at<double>({x[0] - 1, x[1]}) + static_cast<double>(x[0]); },
       [](const Index& x) { return x[0] >= 11 && x[0] < 14; }));
@@ -761,7 +762,7 @@ TEST(Domains, SubDomainLeavesTheRestOfTheOutputUntouched) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("twice", a * 2, {out}, {{I, 1, 3}, {J, 2, 4}, {K, 1, 2}});
   Field fa = ijk(DType::float64, 35), fo = out_ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return v(fa, x) * 2; },
                       [](const Index& x) { return x[0] >= 1 && x[0] < 3 && x[1] >= 2 && x[2] == 1; }));
 }
@@ -777,7 +778,7 @@ TEST(Domains, BoundsFromScalarParametersServeEverySize) {
     Field fa({I}, DType::float64, {n}), fo({I}, DType::float64, {n});
     fill_pattern(fa, 36 + n);
     fo.fill(kSentinel);
-    run_reference(prog, Arguments().field("a", fa).scalar("nx", n).field("out", fo));
+    run_program(prog, Arguments().field("a", fa).scalar("nx", n).field("out", fo));
     EXPECT_TRUE(matches(fo, [&](const Index& x) { return fa.at<double>({x[0] + 1}) - fa.at<double>({x[0]}); },
                         [&](const Index& x) { return x[0] < n - 1; }))
         << "nx = " << n;
@@ -793,7 +794,7 @@ TEST(Domains, EmptyDomainWritesNothing) {
   Field fa({I}, DType::float64, {4}), fo({I}, DType::float64, {4});
   fill_pattern(fa, 40);
   fo.fill(kSentinel);
-  run_reference(pb.build(), Arguments().field("a", fa).scalar("lo", 2).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).scalar("lo", 2).field("out", fo));
   EXPECT_TRUE(matches(fo, [](const Index&) { return 0.0; }, [](const Index&) { return false; }));
 }
 
@@ -805,7 +806,7 @@ TEST(InOut, UpdateReadsTheOldValues) {
   Field fa({I}, DType::float64, {n});
   fill_pattern(fa, 41);
   const std::vector<double> old = snapshot(fa);
-  run_reference(pb.build(), Arguments().field("a", fa));
+  run_program(pb.build(), Arguments().field("a", fa));
   for (int i = 0; i < n - 1; ++i) EXPECT_EQ(fa.at<double>({i}), old[i] + old[i + 1]) << i;
   EXPECT_EQ(fa.at<double>({n - 1}), old[n - 1]);
 }
@@ -818,7 +819,7 @@ TEST(InOut, BackwardReadingUpdateAlsoSeesOldValues) {
   Field fa({I}, DType::float64, {n});
   fill_pattern(fa, 42);
   const std::vector<double> old = snapshot(fa);
-  run_reference(pb.build(), Arguments().field("a", fa));
+  run_program(pb.build(), Arguments().field("a", fa));
   EXPECT_EQ(fa.at<double>({0}), old[0]);
   for (int i = 1; i < n; ++i) EXPECT_EQ(fa.at<double>({i}), old[i] - old[i - 1] * 0.5) << i;
 }
@@ -834,7 +835,7 @@ TEST(Sequences, LaterCallReadsAnEarlierOutput) {
   fill_pattern(fa, 43);
   ft.fill(kSentinel);
   fo.fill(kSentinel);
-  run_reference(pb.build(), Arguments().field("a", fa).field("tmp", ft).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("tmp", ft).field("out", fo));
   auto sq = [&](std::int64_t i, std::int64_t j) { return fa.at<double>({i, j}) * fa.at<double>({i, j}); };
   EXPECT_TRUE(matches(ft, [&](const Index& x) { return sq(x[0], x[1]); }));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return sq(x[0] + 1, x[1]) - sq(x[0], x[1] - 1); },
@@ -852,7 +853,7 @@ TEST(Sequences, ThreeCallsUpdatingOneFieldInTurn) {
   fill_pattern(fa, 44);
   fb.fill(kSentinel);
   const auto a0 = snapshot(fa);
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb));
   std::vector<double> b1(6), b2(6), a3 = a0;
   for (int i = 0; i < 6; ++i) b1[i] = a0[i] * 2;
   b2 = b1;
@@ -874,7 +875,7 @@ TEST(FieldsAtCallTime, PermutedDimsAndHorizontalFastestLayout) {
   Field fo({I, J, K}, DType::float64, {NX, NY, NK}, {}, Layout::horizontal_fastest);
   fo.fill(kSentinel);
   EXPECT_EQ(fo.strides()[0], 1);
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(
       fo,
       [&](const Index& x) {
@@ -892,7 +893,7 @@ TEST(FieldsAtCallTime, IntScalarsConvertBetweenWidths) {
   Field f1({I}, DType::int32, {5}), f2({I}, DType::int64, {5});
   f1.fill(-1);
   f2.fill(-1);
-  run_reference(pb.build(), Arguments().scalar("n32", std::int64_t{3}).scalar("n64", std::int32_t{-7}).field("o1", f1).field("o2", f2));
+  run_program(pb.build(), Arguments().scalar("n32", std::int64_t{3}).scalar("n64", std::int32_t{-7}).field("o1", f1).field("o2", f2));
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(f1.at<std::int32_t>({i}), i < 3 ? 3 + i : -1);
     EXPECT_EQ(f2.at<std::int64_t>({i}), i < 3 ? -14 : -1);

@@ -9,6 +9,7 @@
 #include "fieldflow/mesh.h"
 #include "fieldflow/reference.h"
 #include "reference/lang_test_util.h"
+#include "reference/run_program.h"
 
 namespace fieldflow {
 namespace {
@@ -34,7 +35,7 @@ TEST(ConcatWhere, SurfaceLevelFromOneFieldTheRestFromAnother) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("c", concat_where(K == 0, a, b * 2), {out}, full());
   Field fa = ijk(DType::float64, 1), fb = ijk(DType::float64, 2), fo = ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return x[2] == 0 ? v(fa, x) : v(fb, x) * 2; }));
 }
 
@@ -45,7 +46,7 @@ TEST(ConcatWhere, UnselectedBranchIsNeverRead) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("c", concat_where(K == 0, 0.0, a - a(K - 1)), {out}, full());
   Field fa = ijk(DType::float64, 3), fo = ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return x[2] == 0 ? 0.0 : v(fa, x) - v(fa, {x[0], x[1], x[2] - 1}); }));
 }
 
@@ -56,7 +57,7 @@ TEST(ConcatWhere, TopLevelBoundFromAScalarParameter) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("c", concat_where(K >= nk - 1, a, a(K + 1) - a), {out}, {{I, 0, NX}, {J, 0, NY}, {K, 0, nk}});
   Field fa = ijk(DType::float64, 4), fo = ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).scalar("nk", NK).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).scalar("nk", NK).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) {
     return x[2] >= NK - 1 ? v(fa, x) : v(fa, {x[0], x[1], x[2] + 1}) - v(fa, x);
   }));
@@ -69,7 +70,7 @@ TEST(ConcatWhere, NestedRegions) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("c", concat_where(K == 0, a, concat_where(K >= nk - 1, b, (a(K - 1) + b(K + 1)) / 2)), {out}, full());
   Field fa = ijk(DType::float64, 5), fb = ijk(DType::float64, 6), fo = ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("b", fb).scalar("nk", NK).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).scalar("nk", NK).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) {
     if (x[2] == 0) return v(fa, x);
     if (x[2] >= NK - 1) return v(fb, x);
@@ -83,7 +84,7 @@ TEST(ConcatWhere, LiteralBranchesOverAColumnWrittenToAVolume) {
   // Weak literals meeting only each other become float64 (any float) or int32.
   pb.call("c", concat_where(K < 2, 1.5, concat_where(K != 4, 2.0, -1)) * 2, {out}, full());
   Field fo = ijk(DType::float64);
-  run_reference(pb.build(), Arguments().field("out", fo));
+  run_program(pb.build(), Arguments().field("out", fo));
   EXPECT_TRUE(matches(fo, [](const Index& x) { return x[2] < 2 ? 3.0 : x[2] != 4 ? 4.0 : -2.0; }));
 }
 
@@ -104,7 +105,7 @@ TEST_P(ConcatWhereCompare, OnAHorizontalDimension) {
   pb.call("c", concat_where(c.cond(m + 1), a, -a), {out}, {{I, 0, 6}, {J, 0, 2}});
   Field fa({I, J}, DType::float64, {6, 2}), fo({I, J}, DType::float64, {6, 2});
   fill_pattern(fa, 7);
-  run_reference(pb.build(), Arguments().field("a", fa).scalar("m", 2).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).scalar("m", 2).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return c.ref(x[0], 3) ? v(fa, x) : -v(fa, x); }));
 }
 
@@ -129,7 +130,7 @@ TEST(Scan, ForwardCumulativeSum) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("cumsum", scan("cumsum", ScanDirection::forward, {Scalar(0.0)}, cumsum_body, {a}), {out}, full());
   Field fa = ijk(DType::float64, 8), fo = ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) {
     double s = 0;
     for (std::int64_t k = 0; k <= x[2]; ++k) s += v(fa, {x[0], x[1], k});
@@ -143,7 +144,7 @@ TEST(Scan, BackwardCumulativeSumWithInit) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("rsum", scan("rsum", ScanDirection::backward, {Scalar(100.0)}, cumsum_body, {a}), {out}, full());
   Field fa = ijk(DType::float64, 9), fo = ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) {
     double s = 100.0;
     for (std::int64_t k = NK - 1; k >= x[2]; --k) s += v(fa, {x[0], x[1], k});
@@ -161,7 +162,7 @@ TEST(Scan, RecurrenceWithInitAndTwoInputs) {
                [](const Expr& y, const std::vector<Expr>& in) { return y * in[1] + in[0]; }, {a, r}),
           {out}, full());
   Field fa = ijk(DType::float64, 10), fr = ijk(DType::float64, 11), fo = ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("r", fr).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("r", fr).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) {
     double y = 1.0;
     for (std::int64_t k = 0; k <= x[2]; ++k) y = y * v(fr, {x[0], x[1], k}) + v(fa, {x[0], x[1], k});
@@ -180,7 +181,7 @@ TEST(Scan, TupleCarryRunningSumAndMax) {
                 {a});
   pb.call("summax", t, {s, m}, full());
   Field fa = ijk(DType::float64, 12), fs = ijk(), fm = ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("s", fs).field("m", fm));
+  run_program(pb.build(), Arguments().field("a", fa).field("s", fs).field("m", fm));
   EXPECT_TRUE(matches(fs, [&](const Index& x) {
     double acc = 0;
     for (std::int64_t k = 0; k <= x[2]; ++k) acc += v(fa, {x[0], x[1], k});
@@ -206,7 +207,7 @@ TEST(Scan, TupleCarryComponentsOfDifferentDtypes) {
                 {a});
   pb.call("pos", make_tuple({t[1] / maximum(astype(t[0], DType::float64), 1.0), t[0]}), {out, cnt}, full());
   Field fa = ijk(DType::float64, 13), fo = ijk(), fc = ijk(DType::int32);
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo).field("cnt", fc));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo).field("cnt", fc));
   EXPECT_TRUE(matches(fo, [&](const Index& x) {
     int n = 0;
     double s = 0;
@@ -229,7 +230,7 @@ TEST(Scan, OverASubRangeOfLevels) {
   pb.call("cumsum", scan("cumsum", ScanDirection::forward, {Scalar(0.5)}, cumsum_body, {a}), {out},
           {{I, 0, NX}, {J, 0, NY}, {K, 1, nk - 1}});
   Field fa = ijk(DType::float64, 14), fo = ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).scalar("nk", NK).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).scalar("nk", NK).field("out", fo));
   EXPECT_TRUE(matches(
       fo,
       [&](const Index& x) {
@@ -247,7 +248,7 @@ TEST(Scan, BackwardOverASubRangeStartsAtTheTop) {
   pb.call("rsum", scan("rsum", ScanDirection::backward, {Scalar(0.0)}, cumsum_body, {a}), {out},
           {{I, 0, NX}, {J, 0, NY}, {K, 2, 5}});
   Field fa = ijk(DType::float64, 15), fo = ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   EXPECT_TRUE(matches(
       fo,
       [&](const Index& x) {
@@ -268,7 +269,7 @@ TEST(Scan, IntegerCarry) {
           {out}, full());
   Field fa({I, J, K}, DType::int64, {NX, NY, NK}), fo({I, J, K}, DType::int64, {NX, NY, NK});
   fill_with(fa, [](const Index& x) { return static_cast<double>((x[0] * 7 + x[1] * 3 + x[2] * 5) % 13 - 6); });
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   for (int i = 0; i < NX; ++i)
     for (int j = 0; j < NY; ++j) {
       std::int64_t c = 1;
@@ -289,7 +290,7 @@ TEST(Scan, Float32CarryComputesInFloat) {
           {out}, {{K, 0, 40}});
   Field fa({K}, DType::float32, {40}), fo({K}, DType::float32, {40});
   for (int k = 0; k < 40; ++k) fa.at<float>({k}) = 1e-7f * static_cast<float>(k % 5 + 1);
-  run_reference(pb.build(), Arguments().field("a", fa).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
   float c = 1.0f;
   for (int k = 0; k < 40; ++k) {
     c = c + fa.at<float>({k}) * 0.1f;
@@ -306,7 +307,7 @@ TEST(Scan, ScalarParameterInTheBodyAndPointwiseUse) {
                 [&](const Expr& c, const std::vector<Expr>& in) { return alpha * c + in[0]; }, {a});
   pb.call("decay", s - a, {out}, full());
   Field fa = ijk(DType::float64, 16), fo = ijk();
-  run_reference(pb.build(), Arguments().field("a", fa).scalar("alpha", 0.9).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).scalar("alpha", 0.9).field("out", fo));
   EXPECT_TRUE(matches(fo, [&](const Index& x) {
     double c = 0;
     for (std::int64_t k = NK - 1; k >= x[2]; --k) c = 0.9 * c + v(fa, {x[0], x[1], k});
@@ -326,7 +327,7 @@ TEST(Scan, InputsComputedWithShiftsAndColumnFields) {
           {out}, {{I, 0, NX}, {J, 0, NY}, {K, 0, NK - 1}});
   Field fa = ijk(DType::float64, 17), fc({K}, DType::float64, {NK}), fo = ijk();
   fill_pattern(fc, 18);
-  run_reference(pb.build(), Arguments().field("a", fa).field("col", fc).field("out", fo));
+  run_program(pb.build(), Arguments().field("a", fa).field("col", fc).field("out", fo));
   EXPECT_TRUE(matches(
       fo,
       [&](const Index& x) {
@@ -349,7 +350,7 @@ TEST(Scan, OnAnUnstructuredColumnWithNeighbourSums) {
           {{Cell, 0, static_cast<int>(m.n_cells)}, {K, 0, nk}});
   Field f({Vertex, K}, DType::float64, {m.n_vertices, nk}), o({Cell, K}, DType::float64, {m.n_cells, nk});
   fill_pattern(f, 19);
-  run_reference(pb.build(), Arguments().field("fv", f).field("out", o).connectivity("C2V", m.table("C2V")));
+  run_program(pb.build(), Arguments().field("fv", f).field("out", o).connectivity("C2V", m.table("C2V")));
   const auto& t = m.table("C2V");
   EXPECT_TRUE(matches(o, [&](const Index& x) {
     double c = 0;
@@ -365,7 +366,7 @@ TEST(Scan, ReadingAScanOutsideItsSweptRangeIsADomainError) {
   Expr out = pb.field("out", {I, J, K}, DType::float64);
   pb.call("c", scan("cs", ScanDirection::forward, {Scalar(0.0)}, cumsum_body, {a})(K + 1), {out}, full());
   Field fa = ijk(DType::float64, 20), fo = ijk();
-  EXPECT_ERROR(DomainError, run_reference(pb.build(), Arguments().field("a", fa).field("out", fo)), "program 'scan_shift'",
+  EXPECT_ERROR(DomainError, run_program(pb.build(), Arguments().field("a", fa).field("out", fo)), "program 'scan_shift'",
                "scan 'cs'", "K=7", "[0, 7)");
   EXPECT_TRUE(matches(fo, [](const Index&) { return 0.0; }, [](const Index&) { return false; }));
 }
@@ -438,7 +439,7 @@ TEST(Scan, TridiagonalSolveInTwoCalls) {
   pb.call("back_substitution", back_substitution(cp, dp), {x}, full());
   Tridiag t;
   Field fcp = ijk(), fdp = ijk(), fx = ijk();
-  run_reference(pb.build(), Arguments()
+  run_program(pb.build(), Arguments()
                                 .field("a", t.a)
                                 .field("b", t.b)
                                 .field("c", t.c)
@@ -458,7 +459,7 @@ TEST(Scan, TridiagonalSolveInOneCall) {
   pb.call("solve", back_substitution(fwd[0], fwd[1]), {x}, full());
   Tridiag t;
   Field fx = ijk();
-  run_reference(pb.build(), Arguments().field("a", t.a).field("b", t.b).field("c", t.c).field("d", t.d).field("x", fx));
+  run_program(pb.build(), Arguments().field("a", t.a).field("b", t.b).field("c", t.c).field("d", t.d).field("x", fx));
   t.check(fx);
 }
 

@@ -10,6 +10,7 @@
 #include "fieldflow/mesh.h"
 #include "fieldflow/reference.h"
 #include "reference/lang_test_util.h"
+#include "reference/run_program.h"
 
 namespace fieldflow {
 namespace {
@@ -47,7 +48,7 @@ TEST_F(Meshes, FixedNeighbourShifts) {
   Expr out = pb.field("out", {Edge}, DType::float64);
   pb.call("diff", fv(E2V[1]) - 2 * fv(E2V[0]), {out}, {{Edge, 0, ne(torus)}});
   Field f = on(Vertex, nv(torus), 1), o = on(Edge, ne(torus), -1);
-  run_reference(pb.build(), Arguments().field("fv", f).field("out", o).connectivity("E2V", torus.table("E2V")));
+  run_program(pb.build(), Arguments().field("fv", f).field("out", o).connectivity("E2V", torus.table("E2V")));
   const auto& t = torus.table("E2V");
   EXPECT_TRUE(matches(o, [&](const Index& x) { return at1(f, t(x[0], 1)) - 2 * at1(f, t(x[0], 0)); }));
 }
@@ -58,7 +59,7 @@ TEST_F(Meshes, NeighborSumOverVertexEdges) {
   Expr out = pb.field("out", {Vertex}, DType::float64);
   pb.call("sum", neighbor_sum(fe(V2E), V2E), {out}, {{Vertex, 0, nv(torus)}});
   Field f = on(Edge, ne(torus), 2), o = on(Vertex, nv(torus), -1);
-  run_reference(pb.build(), Arguments().field("fe", f).field("out", o).connectivity("V2E", torus.table("V2E")));
+  run_program(pb.build(), Arguments().field("fe", f).field("out", o).connectivity("V2E", torus.table("V2E")));
   const auto& t = torus.table("V2E");
   EXPECT_TRUE(matches(o, [&](const Index& x) {
     double s = 0;
@@ -74,7 +75,7 @@ TEST_F(Meshes, MaxOverAndMinOver) {
   pb.call("mm", make_tuple({max_over(fe(V2E), V2E), min_over(fe(V2E) * 2, V2E)}), {hi, lo}, {{Vertex, 0, nv(torus)}});
   Field f = on(Edge, ne(torus), 3, DType::float32), h = on(Vertex, nv(torus), -1, DType::float32),
         l = on(Vertex, nv(torus), -1, DType::float32);
-  run_reference(pb.build(),
+  run_program(pb.build(),
                 Arguments().field("fe", f).field("hi", h).field("lo", l).connectivity("V2E", torus.table("V2E")));
   const auto& t = torus.table("V2E");
   EXPECT_TRUE(matches(h, [&](const Index& x) {
@@ -96,7 +97,7 @@ TEST_F(Meshes, IntegerReductions) {
   pb.call("red", make_tuple({neighbor_sum(fv(C2V), C2V), max_over(fv(C2V) * -1, C2V)}), {s, m}, {{Cell, 0, nc(torus)}});
   Field f({Vertex}, DType::int32, {nv(torus)}), fs({Cell}, DType::int32, {nc(torus)}), fm({Cell}, DType::int32, {nc(torus)});
   for (int v = 0; v < nv(torus); ++v) f.at<std::int32_t>({v}) = (v * 37) % 11 - 5;
-  run_reference(pb.build(), Arguments().field("fv", f).field("s", fs).field("m", fm).connectivity("C2V", torus.table("C2V")));
+  run_program(pb.build(), Arguments().field("fv", f).field("s", fs).field("m", fm).connectivity("C2V", torus.table("C2V")));
   const auto& t = torus.table("C2V");
   for (int c = 0; c < nc(torus); ++c) {
     std::int32_t sum = 0, mx = std::numeric_limits<std::int32_t>::lowest();
@@ -118,7 +119,7 @@ TEST_F(Meshes, VerticalLevelsAndKShiftsThroughNeighbours) {
   Field f({Vertex, K}, DType::float64, {nv(torus), nk}), o({Edge, K}, DType::float64, {ne(torus), nk});
   fill_pattern(f, 4);
   o.fill(kSentinel);
-  run_reference(pb.build(), Arguments().field("fvk", f).field("out", o).connectivity("E2V", torus.table("E2V")));
+  run_program(pb.build(), Arguments().field("fvk", f).field("out", o).connectivity("E2V", torus.table("E2V")));
   const auto& t = torus.table("E2V");
   EXPECT_TRUE(matches(
       o,
@@ -136,7 +137,7 @@ TEST_F(Meshes, ChainedShiftFixedThenLocal) {
   Expr out = pb.field("out", {Vertex}, DType::float64);
   pb.call("c", neighbor_sum(fv(E2V[0])(V2E), V2E), {out}, {{Vertex, 0, nv(torus)}});
   Field f = on(Vertex, nv(torus), 5), o = on(Vertex, nv(torus), -1);
-  run_reference(pb.build(), Arguments()
+  run_program(pb.build(), Arguments()
                                 .field("fv", f)
                                 .field("out", o)
                                 .connectivity("E2V", torus.table("E2V"))
@@ -157,7 +158,7 @@ void check_local_then_fixed(const Mesh& m) {
   pb.call("c", make_tuple({neighbor_sum(fe(V2E)(E2V[0]), V2E), max_over(fe(V2E)(E2V[1]), V2E)}), {s, mx},
           {{Edge, 0, ne(m)}});
   Field f = on(Edge, ne(m), 6), os = on(Edge, ne(m), -1), om = on(Edge, ne(m), -1);
-  run_reference(pb.build(), Arguments()
+  run_program(pb.build(), Arguments()
                                 .field("fe", f)
                                 .field("s", os)
                                 .field("mx", om)
@@ -193,7 +194,7 @@ TEST_F(Meshes, SparseWeightsPerEdgeNeighbour) {
   Field f = on(Vertex, nv(torus), 7), o = on(Edge, ne(torus), -1);
   Field fw({Edge, E2V.local}, DType::float64, {ne(torus), 2});
   fill_pattern(fw, 8);
-  run_reference(pb.build(),
+  run_program(pb.build(),
                 Arguments().field("fv", f).field("w", fw).field("out", o).connectivity("E2V", torus.table("E2V")));
   const auto& t = torus.table("E2V");
   EXPECT_TRUE(matches(o, [&](const Index& x) {
@@ -209,7 +210,7 @@ TEST_F(Meshes, SparseFieldReducedAlone) {
   Field fw({Vertex, V2E.local}, DType::float64, {nv(bounded), 6});
   fill_pattern(fw, 9);
   Field os = on(Vertex, nv(bounded), -1), om = on(Vertex, nv(bounded), -1);
-  run_reference(pb.build(),
+  run_program(pb.build(),
                 Arguments().field("w", fw).field("s", os).field("mn", om).connectivity("V2E", bounded.table("V2E")));
   const auto& t = bounded.table("V2E");
   EXPECT_TRUE(matches(os, [&](const Index& x) {
@@ -238,7 +239,7 @@ TEST_F(Meshes, ReductionsSkipMissingNeighboursOnTheBoundedMesh) {
   Field f = on(Edge, ne(bounded), 10);
   Field os = on(Vertex, nv(bounded), -1), oh = on(Vertex, nv(bounded), -1), ol = on(Vertex, nv(bounded), -1),
         oc = on(Vertex, nv(bounded), -1);
-  run_reference(pb.build(), Arguments()
+  run_program(pb.build(), Arguments()
                                 .field("fe", f)
                                 .field("s", os)
                                 .field("hi", oh)
@@ -281,7 +282,7 @@ TEST_F(Meshes, ElementWithoutAnyNeighbourGetsTheReductionIdentity) {
     Field f({Edge}, dt, {4}), os({Vertex}, dt, {3}), oh({Vertex}, dt, {3}), ol({Vertex}, dt, {3});
     const double vals[] = {5, -2, 7, 3};
     for (int e = 0; e < 4; ++e) f.set_from_double(e, vals[e]);
-    run_reference(pb.build(), Arguments().field("fe", f).field("s", os).field("hi", oh).field("lo", ol).connectivity("V2E", t));
+    run_program(pb.build(), Arguments().field("fe", f).field("s", os).field("hi", oh).field("lo", ol).connectivity("V2E", t));
     EXPECT_EQ(at1(os, 0), 3);
     EXPECT_EQ(at1(oh, 0), 5);
     EXPECT_EQ(at1(ol, 0), -2);
@@ -307,7 +308,7 @@ TEST_F(Meshes, FixedIndexShiftThroughAMissingNeighbourIsADomainError) {
   Field f = on(Edge, ne(bounded), 11), o = on(Vertex, nv(bounded), -1);
   const auto before = snapshot(o);
   EXPECT_ERROR(DomainError,
-               run_reference(pb.build(), Arguments().field("fe", f).field("out", o).connectivity("V2E", bounded.table("V2E"))),
+               run_program(pb.build(), Arguments().field("fe", f).field("out", o).connectivity("V2E", bounded.table("V2E"))),
                "program 'west'", "call 'west_edge'", "missing neighbour", "V2E[3]", "Vertex 0");
   EXPECT_TRUE(same_values(snapshot(o), before));
 }
@@ -320,7 +321,7 @@ TEST_F(Meshes, FixedIndexShiftOnInteriorVerticesOnly) {
   Expr out = pb.field("out", {Vertex}, DType::float64);
   pb.call("west_edge", fe(V2E[3]), {out}, {{Vertex, 1, 4}});  // vertices (1..3, 0)
   Field f = on(Edge, ne(bounded), 12), o = on(Vertex, nx * ny, -1);
-  run_reference(pb.build(), Arguments().field("fe", f).field("out", o).connectivity("V2E", bounded.table("V2E")));
+  run_program(pb.build(), Arguments().field("fe", f).field("out", o).connectivity("V2E", bounded.table("V2E")));
   const auto& t = bounded.table("V2E");
   EXPECT_TRUE(matches(o, [&](const Index& x) { return at1(f, t(x[0], 3)); },
                       [](const Index& x) { return x[0] >= 1 && x[0] < 4; }));
@@ -332,7 +333,7 @@ TEST_F(Meshes, LocalFieldOutput) {
   Expr out = pb.field("out", {Edge, E2V.local}, DType::float64);
   pb.call("gather", fv(E2V) * 3, {out}, {{Edge, 0, ne(torus)}, {E2V.local, 0, 2}});
   Field f = on(Vertex, nv(torus), 13), o({Edge, E2V.local}, DType::float64, {ne(torus), 2});
-  run_reference(pb.build(), Arguments().field("fv", f).field("out", o).connectivity("E2V", torus.table("E2V")));
+  run_program(pb.build(), Arguments().field("fv", f).field("out", o).connectivity("E2V", torus.table("E2V")));
   const auto& t = torus.table("E2V");
   EXPECT_TRUE(matches(o, [&](const Index& x) { return at1(f, t(x[0], static_cast<int>(x[1]))) * 3; }));
 }
@@ -345,7 +346,7 @@ TEST_F(Meshes, LocalFieldOutputThroughAMissingNeighbourIsADomainError) {
   Field f = on(Edge, ne(bounded), 14), o({Vertex, V2E.local}, DType::float64, {nv(bounded), 6});
   o.fill(kSentinel);
   EXPECT_ERROR(DomainError,
-               run_reference(pb.build(), Arguments().field("fe", f).field("out", o).connectivity("V2E", bounded.table("V2E"))),
+               run_program(pb.build(), Arguments().field("fe", f).field("out", o).connectivity("V2E", bounded.table("V2E"))),
                "missing neighbour", "V2E");
   EXPECT_TRUE(matches(o, [](const Index&) { return 0.0; }, [](const Index&) { return false; }));
 }
@@ -356,7 +357,7 @@ void check_c2e2co(const Mesh& m) {
   Expr out = pb.field("out", {Cell}, DType::float64);
   pb.call("smooth", neighbor_sum(fc(C2E2CO), C2E2CO) - fc(C2E2CO[0]), {out}, {{Cell, 0, nc(m)}});
   Field f = on(Cell, nc(m), 15), o = on(Cell, nc(m), -1);
-  run_reference(pb.build(), Arguments().field("fc", f).field("out", o).connectivity("C2E2CO", m.table("C2E2CO")));
+  run_program(pb.build(), Arguments().field("fc", f).field("out", o).connectivity("C2E2CO", m.table("C2E2CO")));
   const auto& t = m.table("C2E2CO");
   EXPECT_TRUE(matches(o, [&](const Index& x) {
     double s = 0;
@@ -378,7 +379,7 @@ TEST_F(Meshes, SameLocationNeighbourAverage) {
   Expr out = pb.field("out", {Vertex}, DType::float64);
   pb.call("avg", neighbor_sum(fv(V2E2V), V2E2V) / 6 - fv, {out}, {{Vertex, 0, nv(torus)}});
   Field f = on(Vertex, nv(torus), 16), o = on(Vertex, nv(torus), -1);
-  run_reference(pb.build(), Arguments().field("fv", f).field("out", o).connectivity("V2E2V", torus.table("V2E2V")));
+  run_program(pb.build(), Arguments().field("fv", f).field("out", o).connectivity("V2E2V", torus.table("V2E2V")));
   const auto& t = torus.table("V2E2V");
   EXPECT_TRUE(matches(o, [&](const Index& x) {
     double s = 0;
@@ -396,7 +397,7 @@ TEST_F(Meshes, E2C2VWithWeightsOnTheBoundedMesh) {
   Field f = on(Vertex, nv(bounded), 17), o = on(Edge, ne(bounded), -1);
   Field fw({Edge, E2C2V.local}, DType::float64, {ne(bounded), 4});
   fill_pattern(fw, 18);
-  run_reference(pb.build(),
+  run_program(pb.build(),
                 Arguments().field("fv", f).field("w", fw).field("out", o).connectivity("E2C2V", bounded.table("E2C2V")));
   const auto& t = bounded.table("E2C2V");
   ASSERT_TRUE(t.has_skip_values());
@@ -422,7 +423,7 @@ TEST_F(Meshes, DivergenceWithOrientationSparseField) {
       fa.at<double>({v}) = m->dual_area[v];
       for (int n = 0; n < 6; ++n) fr.at<std::int32_t>({v, n}) = m->edge_orientation_v2e[v * 6 + n];
     }
-    run_reference(pb.build(), Arguments()
+    run_program(pb.build(), Arguments()
                                   .field("flux", ff)
                                   .field("orient", fr)
                                   .field("area", fa)
@@ -445,7 +446,7 @@ TEST_F(Meshes, SubDomainOfEdgesLeavesTheRestUntouched) {
   Expr out = pb.field("out", {Edge}, DType::float64);
   pb.call("mean", neighbor_sum(fv(E2V), E2V) / 2, {out}, {{Edge, first, first + 10}});
   Field f = on(Vertex, nv(torus), 20), o = on(Edge, ne(torus), -1);
-  run_reference(pb.build(),
+  run_program(pb.build(),
                 Arguments().field("fv", f).scalar("first", 7).field("out", o).connectivity("E2V", torus.table("E2V")));
   const auto& t = torus.table("E2V");
   EXPECT_TRUE(matches(o, [&](const Index& x) { return (at1(f, t(x[0], 0)) + at1(f, t(x[0], 1))) / 2; },
@@ -462,7 +463,7 @@ TEST_F(Meshes, TwoCallsCellsThenVertices) {
   pb.call("cell_mean", neighbor_sum(fv(C2V), C2V) / 3, {cm}, {{Cell, 0, nc(bounded)}});
   pb.call("edge_sum", neighbor_sum(cm(E2C), E2C), {out}, {{Edge, 0, ne(bounded)}});
   Field f = on(Vertex, nv(bounded), 21), c = on(Cell, nc(bounded), -1), o = on(Edge, ne(bounded), -1);
-  run_reference(pb.build(), Arguments()
+  run_program(pb.build(), Arguments()
                                 .field("fv", f)
                                 .field("cm", c)
                                 .field("out", o)

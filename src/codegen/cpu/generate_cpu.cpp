@@ -4,6 +4,7 @@
 // the transients the passes selected are the only intermediates that go through memory.
 #include "codegen/cpu/generate_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <map>
@@ -347,7 +348,11 @@ class KernelEmitter {
           FIELDFLOW_ASSERT(local, "local shift outside its reduction");
           slot = local->str();
         }
-        const std::string nb = neighbor(e.conn, src->str(), slot, e.offset >= 0 ? Missing::error : Missing::skip, code, ind);
+        // A local field read inside a reduction over its neighbours skips missing ones; anywhere
+    // else (a sparse output) reading through -1 is an error, like a fixed-index shift.
+    const bool reducing = std::find(reducing_.begin(), reducing_.end(), e.conn.local) != reducing_.end();
+    const std::string nb =
+        neighbor(e.conn, src->str(), slot, e.offset < 0 && reducing ? Missing::skip : Missing::error, code, ind);
         Point q;
         for (const auto& i : p)
           if (!(i.dim == e.conn.source) && !(e.offset < 0 && i.dim == e.conn.local)) q.push_back(i);
@@ -404,7 +409,9 @@ class KernelEmitter {
     }
     Point q = p;
     q.push_back({e.conn.local, n, 0, false});
+    reducing_.push_back(e.conn.local);
     const std::string x = gen(*e.args[0], q, -1, code, ind + 1);
+    reducing_.pop_back();
     memo_.pop_back();
     switch (e.rop) {
       case ir::ReduceOp::sum: code += fmt::format("{}{} = static_cast<{}>({} + {});\n", pad(ind + 1), acc, ctype(t), acc, x); break;
@@ -491,6 +498,10 @@ class KernelEmitter {
     const std::string red = uses_error_ ? " reduction(|:err)" : "";
     const std::string report = uses_error_ ? "if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n" : "";
     std::string code;
+    if (n == 0) {  // a zero-dimensional output: one value, no loop
+      code += uses_error_ ? "  std::int32_t err = 0;\n" : "";
+      return indent_nested(code + "  {\n" + inner + "  }\n" + (report.empty() ? "" : "  " + report));
+    }
     if (n == 1) {
       code += uses_error_ ? "  std::int32_t err = 0;\n" : "";
       code += "#pragma omp parallel for simd schedule(static) num_threads(call->num_threads)" + red + "\n" +
@@ -587,6 +598,7 @@ class KernelEmitter {
   Decls& d_;
   std::vector<Dimension> loop_dims_;
   std::vector<std::map<std::string, std::string>> memo_;
+  std::vector<Dimension> reducing_;  // local dimensions of the reductions being generated
   int counter_ = 0;
   bool uses_error_ = false;
 };
@@ -636,14 +648,14 @@ std::string generate_cpu_source(const ir::Schedule& s) {
     if (s.kernels[k].column_group < 0) {
       Decls d;
       src += KernelEmitter(s, static_cast<int>(k), d).emit();
-      calls += fmt::format("  kernel_{}(call);\n", k);
+      calls += fmt::format("  kernel_{}(call);\n  if (*call->error) return *call->error;\n", k);
       ++k;
       continue;
     }
     std::size_t last = k;
     while (last + 1 < s.kernels.size() && s.kernels[last + 1].column_group == s.kernels[k].column_group) ++last;
     src += emit_column_group(s, static_cast<int>(k), static_cast<int>(last));
-    calls += fmt::format("  group_{}(call);\n", k);
+    calls += fmt::format("  group_{}(call);\n  if (*call->error) return *call->error;\n", k);
     k = last + 1;
   }
   src += "}  // namespace\n\nextern \"C\" std::int32_t ff_abi_version(void) { return FF_ABI_VERSION; }\n\n";

@@ -1,0 +1,83 @@
+#pragma once
+// One test body, two backends: the language tests call run_program(), which is the reference
+// executor in test_reference and, in test_reference_cpu (built from the same sources with
+// FIELDFLOW_TEST_CPU_BACKEND), the compiled CPU backend checked against the reference: same
+// results bit for bit, or the same kind of error.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <exception>
+#include <list>
+#include <typeinfo>
+
+#include "fieldflow/compile.h"
+#include "fieldflow/reference.h"
+
+namespace fieldflow::langtest {
+
+#ifndef FIELDFLOW_TEST_CPU_BACKEND
+
+inline void run_program(const ir::Program& p, const Arguments& args) { run_reference(p, args); }
+
+#else
+
+inline void run_program(const ir::Program& p, const Arguments& args) {
+  // The reference runs on copies of every field first, so both start from the same data.
+  std::list<Field> copies;
+  Arguments ref_args;
+  std::vector<std::pair<const Field*, const Field*>> pairs;
+  for (const auto& e : args.entries()) {
+    switch (e.kind) {
+      case Arguments::Entry::Kind::field:
+        copies.push_back(e.field->clone());
+        ref_args.field(e.name, copies.back());
+        pairs.push_back({e.field, &copies.back()});
+        break;
+      case Arguments::Entry::Kind::scalar: ref_args.scalar(e.name, e.scalar); break;
+      case Arguments::Entry::Kind::connectivity: ref_args.connectivity(e.name, *e.table); break;
+    }
+  }
+  const std::type_info* ref_error = nullptr;
+  std::exception_ptr ref_exception;
+  try {
+    run_reference(p, ref_args);
+  } catch (const Error& e) {
+    ref_error = &typeid(e);
+    ref_exception = std::current_exception();
+  }
+  // Compiled for the layout the test's fields use (the reference accepts any layout). A compiled
+  // variant has one layout: fields of mixed layouts are refused with a LayoutError, and then only
+  // the reference's results can be checked.
+  CompileOptions options;
+  bool first = true, mixed = false;
+  for (const auto& e : args.entries())
+    if (e.kind == Arguments::Entry::Kind::field && e.field->dims().size() > 1) {
+      mixed |= !first && e.field->layout() != options.layout;
+      if (first) options.layout = e.field->layout();
+      first = false;
+    }
+  if (mixed) {
+    EXPECT_THROW(compile(p, options)(args), LayoutError) << "fields of mixed layouts must be refused";
+    run_reference(p, args);
+    return;
+  }
+  try {
+    compile(p, options)(args);
+  } catch (const Error& e) {
+    EXPECT_TRUE(ref_error && *ref_error == typeid(e))
+        << "compiled backend raised " << typeid(e).name() << " (" << e.what() << ") but the reference "
+        << (ref_error ? std::string("raised ") + ref_error->name() : std::string("succeeded"));
+    // Same kind of error: the test checks the reference's wording, which names the exact point.
+    if (ref_exception) std::rethrow_exception(ref_exception);
+    throw;
+  }
+  EXPECT_EQ(ref_error, nullptr) << "the reference raised " << (ref_error ? ref_error->name() : "")
+                                << " but the compiled backend succeeded";
+  for (const auto& [cpu, ref] : pairs)
+    EXPECT_EQ(std::memcmp(cpu->data(), ref->data(), cpu->bytes()), 0)
+        << "compiled result differs from the reference in field " << cpu->describe();
+}
+
+#endif
+
+}  // namespace fieldflow::langtest
