@@ -22,7 +22,8 @@ ir::Schedule lower(const ir::Program& program, const PipelineOptions& options = 
 // Names of the passes in order, plus a version: part of the compile-cache key.
 std::string pipeline_description();
 
-// Schedule invariants (every read names a parameter or a transient produced earlier, ...).
-void verify_schedule(const ir::Schedule& s);
+// Schedule invariants (every read names a parameter or a transient produced earlier, ...);
+// `lowered`: also those of the finished pipeline (scans only as kernel roots).
+void verify_schedule(const ir::Schedule& s, bool lowered);
 
 }  // namespace fieldflow::passes
