@@ -39,12 +39,7 @@ void infer_accesses(ir::Schedule& s) {
     k.fixed_shifts.clear();
     k.conditions.clear();
     k.connectivities.clear();
-    std::vector<Dimension> loop;
-    if (!k.extent_from_outputs)
-      for (const auto& r : k.domain) loop.push_back(r.dim);
-    else
-      loop = s.transients[s.transient_index(k.outputs[0])].dims;
-    ir::walk_positions(k.value, ir::loop_position(loop), k.conditions,
+    ir::walk_positions(k.value, ir::loop_position(ir::kernel_loop_dims(s, k)), k.conditions,
                        [&](const ir::Expr& e, const ir::Position& p, int) {
                          if (e.kind == ir::ExprKind::neighbor_shift || e.kind == ir::ExprKind::reduce) {
                            if (std::find(k.connectivities.begin(), k.connectivities.end(), e.conn.name) ==

@@ -37,22 +37,13 @@ double cost(const Expr& e, std::map<const Expr*, double>& memo) {
   return c;
 }
 
-std::vector<Dimension> loop_dims(const ir::Schedule& s, const ir::Kernel& k) {
-  std::vector<Dimension> dims;
-  if (!k.extent_from_outputs)
-    for (const auto& r : k.domain) dims.push_back(r.dim);
-  else
-    dims = s.transients[s.transient_index(k.outputs[0])].dims;
-  return dims;
-}
-
 // The next node of kernel `k` to store as a transient, or nullptr.
 const Expr* pick(const ir::Schedule& s, const ir::Kernel& k) {
   const Expr* forced = nullptr;
   std::map<const Expr*, std::set<std::string>> positions;
   std::vector<ir::Condition> conditions;
   const Expr* root = k.value.get();
-  ir::walk_positions(k.value, ir::loop_position(loop_dims(s, k)), conditions,
+  ir::walk_positions(k.value, ir::loop_position(ir::kernel_loop_dims(s, k)), conditions,
                      [&](const Expr& e, const ir::Position& p, int) {
                        if (forced) return false;
                        if (&e != root && (e.kind == ExprKind::scan || (e.kind == ExprKind::named && e.materialize))) {
