@@ -94,14 +94,25 @@ class KernelEmitter {
     return head + body + "}\n\n";
   }
 
-  // This kernel's loop bounds, read from ff_call::domains.
+  // This kernel's loop bounds, read from ff_call::domains, and its number of points.
   std::string bounds() const {
     std::string b = fmt::format("  const std::int64_t* dom{0} = call->domains + {0} * 2 * FF_MAX_DIMS;\n", kidx_);
-    for (std::size_t a = 0; a < loop_dims_.size(); ++a)
+    std::string points = "std::int64_t(1)";
+    for (std::size_t a = 0; a < loop_dims_.size(); ++a) {
       b += fmt::format("  const std::int64_t {} = dom{}[{}], {} = dom{}[{}];\n", lo(loop_dims_[a]), kidx_, 2 * a,
                        hi(loop_dims_[a]), kidx_, 2 * a + 1);
-    return b;
+      points += fmt::format(" * ({} - {})", hi(loop_dims_[a]), lo(loop_dims_[a]));
+    }
+    return b + fmt::format("  const std::int64_t points_k{} = {};\n", kidx_, points);
   }
+
+  // Threads start only when there is enough work to pay for waking them (a few microseconds):
+  // small calls, like those of a tiny program in a time loop, run on the calling thread.
+  std::string parallel_clauses() const {
+    return fmt::format(" num_threads(call->num_threads) if({} > {})", points(), parallel_threshold);
+  }
+  std::string points() const { return fmt::format("points_k{}", kidx_); }
+  static constexpr int parallel_threshold = 16384;
 
   // One column of this kernel inside a column group (fuse_columns): the horizontal loop
   // variables belong to the group; the vertical loop is this kernel's own.
@@ -504,11 +515,11 @@ class KernelEmitter {
     }
     if (n == 1) {
       code += uses_error_ ? "  std::int32_t err = 0;\n" : "";
-      code += "#pragma omp parallel for simd schedule(static) num_threads(call->num_threads)" + red + "\n" +
+      code += "#pragma omp parallel for simd schedule(static)" + parallel_clauses() + red + "\n" +
               loop(order[0], 1) + inner + "  }\n" + (report.empty() ? "" : "  " + report);
       return indent_nested(code);
     }
-    code += "#pragma omp parallel num_threads(call->num_threads)\n  {\n";
+    code += "#pragma omp parallel" + parallel_clauses() + "\n  {\n";
     code += uses_error_ ? "    std::int32_t err = 0;\n" : "";
     code += n > 2 ? fmt::format("#pragma omp for collapse({}) schedule(static)\n", n - 1)
                   : std::string("#pragma omp for schedule(static)\n");
@@ -533,7 +544,7 @@ class KernelEmitter {
     const Point p = loop_point();
     const int ind = vertical_inner ? h + 3 : h + 4;
     const std::string body = scan_level(p, ind);
-    std::string code = "#pragma omp parallel num_threads(call->num_threads)\n  {\n";
+    std::string code = "#pragma omp parallel" + parallel_clauses() + "\n  {\n";
     code += uses_error_ ? "    std::int32_t err = 0;\n" : "";
     if (vertical_inner) {
       // Column by column: the carry stays in registers along the sequential vertical sweep.
@@ -621,7 +632,11 @@ std::string emit_column_group(const ir::Schedule& s, int first, int last) {
                                  last, first);
   for (auto& k : kernels) code += k->bounds();
   code += d.text;
-  code += "#pragma omp parallel num_threads(call->num_threads)\n  {\n    const std::int64_t tid = omp_get_thread_num();\n";
+  std::string work = "std::int64_t(0)";
+  for (auto& k : kernels) work += " + " + k->points();
+  code += fmt::format("#pragma omp parallel num_threads(call->num_threads) if({} > {})\n", work,
+                      KernelEmitter::parallel_threshold);
+  code += "  {\n    const std::int64_t tid = omp_get_thread_num();\n";
   code += d.column_locals;
   code += err ? "    std::int32_t err = 0;\n" : "";
   code += fmt::format("#pragma omp for collapse({}) schedule(static)\n", h);
