@@ -2,6 +2,7 @@
 // as a table and as an SVG drawing (x: kernel order, y: offset, one box per transient).
 #include <fmt/format.h>
 #include <fstream>
+#include <omp.h>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -44,13 +45,16 @@ std::string svg(const std::string& program, const MemoryPlan& plan, int n_kernel
   return s + "</svg>\n";
 }
 
-void run_plan(const std::string& name, const std::string& file, const std::string& size_text) {
+void run_plan(const std::string& name, const std::string& file, const std::string& size_text, const std::string& layout_text) {
   const auto& ex = examples::example(name);
-  auto inst = ex.make_instance(parse_size(size_text), Layout::vertical_fastest, 1);
+  const Layout layout = parse_layout(layout_text);
+  auto inst = ex.make_instance(parse_size(size_text), layout, 1);
   Arguments args = inst.arguments();
-  auto prog = compile(ex.program);
+  CompileOptions options;
+  options.layout = layout;
+  auto prog = compile(ex.program, options);
   const MemoryPlan plan = prog.memory_plan(size_symbols(ex.program, args));
-  fmt::print("memory plan of {} ({}):\n", name, size_text);
+  fmt::print("memory plan of {} ({}, {}, {} threads):\n", name, size_text, layout_text, omp_get_max_threads());
   fmt::print("  {:<20} {:>8} {:>12} {:>10} {:>12}\n", "transient", "dtype", "bytes", "live", "offset");
   for (const auto& t : plan.transients)
     fmt::print("  {:<20} {:>8} {:>12} {:>10} {:>12}\n", t.name, to_string(t.dtype), t.bytes,
@@ -60,7 +64,7 @@ void run_plan(const std::string& name, const std::string& file, const std::strin
   if (!file.empty()) {
     int n_kernels = 1;
     for (const auto& t : plan.transients) n_kernels = std::max(n_kernels, t.last_kernel + 1);
-    std::ofstream(file) << svg(name, plan, n_kernels + 1);
+    std::ofstream(file) << svg(name, plan, n_kernels);
     fmt::print("wrote {}\n", file);
   }
 }
@@ -74,8 +78,10 @@ void add_plan(CLI::App& app) {
   auto size = std::make_shared<std::string>("32x32x16");
   cmd->add_option("program", *name, "Built-in program name")->required();
   cmd->add_option("--svg", *file, "Write the plan as an SVG drawing to this file");
+  auto layout = std::make_shared<std::string>("vertical_fastest");
   cmd->add_option("--size", *size, "Grid NXxNYxNK");
-  cmd->callback([=] { run_plan(*name, *file, *size); });
+  cmd->add_option("--layout", *layout, "vertical_fastest or horizontal_fastest");
+  cmd->callback([=] { run_plan(*name, *file, *size, *layout); });
 }
 
 }  // namespace fieldflow::cli
