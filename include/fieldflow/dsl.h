@@ -25,6 +25,7 @@ class Expr {
   // Literals are weakly typed: 2.0 * f keeps f's float32, 2 * f works for any numeric f.
   Expr(double v);
   Expr(int v);
+  Expr(std::int64_t v);  // e.g. a mesh size as a domain bound
   Expr(bool v);
   // Typed literals: exactly this dtype.
   static Expr literal(Scalar v);

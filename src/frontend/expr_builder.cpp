@@ -169,6 +169,13 @@ Expr::Expr(int v) {
   node_ = e;
 }
 
+Expr::Expr(std::int64_t v) {
+  auto e = make_node(ExprKind::literal, Type{DType::int64, {}, {}});
+  e->literal = Scalar(v);
+  e->weak = true;
+  node_ = e;
+}
+
 Expr::Expr(bool v) {
   auto e = make_node(ExprKind::literal, Type{DType::boolean, {}, {}});
   e->literal = Scalar(v);

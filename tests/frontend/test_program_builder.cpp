@@ -281,3 +281,21 @@ TEST(Verify, RejectsAStatementWithoutAValue) {
 
 }  // namespace
 }  // namespace fieldflow
+
+namespace fieldflow {
+namespace {
+
+// A 64-bit size (a mesh's element count) can bound a domain directly.
+TEST(ProgramBuilderBounds, Int64DomainBoundFromAMeshSize) {
+  const Dimension E = horizontal_dim("Edge");
+  const std::int64_t n_edges = 12;
+  ProgramBuilder pb("int64_bound");
+  Expr a = pb.field("a", {E}, DType::float64), b = pb.field("b", {E}, DType::float64);
+  pb.call("copy", a + 1, {b}, {{E, std::int64_t{0}, n_edges - 2}});
+  const ir::Program p = pb.build();
+  EXPECT_EQ(p.stmts[0].domain[0].hi.constant, 10);
+  EXPECT_EQ(p.stmts[0].expr->type.dtype, DType::float64) << "the int literal adapted to the field";
+}
+
+}  // namespace
+}  // namespace fieldflow
