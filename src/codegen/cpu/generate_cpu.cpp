@@ -391,14 +391,19 @@ class KernelEmitter {
     const std::string t = use_table(c);
     const std::string v = fresh("nb");
     code += fmt::format("{}std::int32_t {} = {}[std::int64_t({}) * {} + {}];\n", pad(ind), v, t, src, c.max_neighbors, slot);
-    if (missing == Missing::error) {
-      // A fixed-index shift through a missing neighbour is an error of the call (reported after it).
-      code += fmt::format("{}if ({} < 0) {{ err |= ff_error_missing_neighbor; {} = 0; }}\n", pad(ind), v, v);
-      uses_error_ = true;
-    } else if (missing == Missing::skip) {
+    // Fixed-index shifts (Missing::error) need no check here: the runtime has checked every table
+    // row they read for skip values before the call (CompiledProgram::Impl::check_reads).
+    if (missing == Missing::skip) {
       // A local field read through another element's row (f(V2E)(E2V[0])): its missing
       // neighbours are skipped by the reduction whose loop this code is in.
-      code += fmt::format("{}if ({} < 0) continue;\n", pad(ind), v);
+      std::string ok;
+      for (std::size_t r = reducing_.size(); r-- > 0;)
+        if (reducing_[r] == c.local) {
+          ok = reduce_ok_[r];
+          break;
+        }
+      if (ok.empty()) code += fmt::format("{}if ({} < 0) continue;\n", pad(ind), v);
+      else code += fmt::format("{0}{1} = {1} && {2} >= 0;\n{0}if ({2} < 0) {2} = 0;\n", pad(ind), ok, v);
     }
     memo_.back()[key] = v;
     return v;
@@ -411,24 +416,41 @@ class KernelEmitter {
     const std::string init = e.rop == ir::ReduceOp::sum   ? fmt::format("{}(0)", ctype(t))
                              : e.rop == ir::ReduceOp::max ? fmt::format("std::numeric_limits<{}>::lowest()", ctype(t))
                                                           : fmt::format("std::numeric_limits<{}>::max()", ctype(t));
+    // Branch-free form: a missing neighbour reads slot 0 instead and its value is not added, so the
+    // fixed-length, fully unrolled neighbour loop vectorises along the unit-stride loop around it.
+    // Not when the operand has data-dependent offsets: their bounds check would see slot 0's data.
+    bool branch_free = true;
+    for (const ir::Expr* x : ir::post_order(e.args[0])) branch_free &= x->kind != ExprKind::dynamic_shift;
+    const std::string ok = branch_free ? fresh("ok") : std::string();
     code += fmt::format("{}{} {} = {};\n", pad(ind), ctype(t), acc, init);
-    code += fmt::format("{}for (int {} = 0; {} < {}; ++{}) {{\n", pad(ind), n, n, e.conn.max_neighbors, n);
+    code += fmt::format("{}#pragma GCC unroll 16\n{}for (int {} = 0; {} < {}; ++{}) {{\n", pad(ind), pad(ind), n, n,
+                        e.conn.max_neighbors, n);
     memo_.emplace_back();
+    if (branch_free) code += fmt::format("{}bool {} = true;\n", pad(ind + 1), ok);
     if (src) {
       const std::string nb = neighbor(e.conn, src->str(), n, Missing::unchecked, code, ind + 1);
-      code += fmt::format("{}if ({} < 0) continue;  // missing neighbours do not contribute\n", pad(ind + 1), nb);
+      if (branch_free)
+        code += fmt::format("{0}{1} = {2} >= 0;  // missing neighbours do not contribute\n{0}if ({2} < 0) {2} = 0;\n",
+                            pad(ind + 1), ok, nb);
+      else
+        code += fmt::format("{}if ({} < 0) continue;  // missing neighbours do not contribute\n", pad(ind + 1), nb);
     }
     Point q = p;
     q.push_back({e.conn.local, n, 0, false});
     reducing_.push_back(e.conn.local);
+    reduce_ok_.push_back(ok);
     const std::string x = gen(*e.args[0], q, -1, code, ind + 1);
+    reduce_ok_.pop_back();
     reducing_.pop_back();
     memo_.pop_back();
+    std::string next;
     switch (e.rop) {
-      case ir::ReduceOp::sum: code += fmt::format("{}{} = static_cast<{}>({} + {});\n", pad(ind + 1), acc, ctype(t), acc, x); break;
-      case ir::ReduceOp::max: code += fmt::format("{}{} = fieldflow::abi::ff_max({}, {});\n", pad(ind + 1), acc, acc, x); break;
-      case ir::ReduceOp::min: code += fmt::format("{}{} = fieldflow::abi::ff_min({}, {});\n", pad(ind + 1), acc, x, acc); break;
+      case ir::ReduceOp::sum: next = fmt::format("static_cast<{}>({} + {})", ctype(t), acc, x); break;
+      case ir::ReduceOp::max: next = fmt::format("fieldflow::abi::ff_max({}, {})", acc, x); break;
+      case ir::ReduceOp::min: next = fmt::format("fieldflow::abi::ff_min({}, {})", x, acc); break;
     }
+    code += branch_free ? fmt::format("{}{} = {} ? {} : {};\n", pad(ind + 1), acc, ok, next, acc)
+                        : fmt::format("{}{} = {};\n", pad(ind + 1), acc, next);
     code += fmt::format("{}}}\n", pad(ind));
     return acc;
   }
@@ -610,6 +632,7 @@ class KernelEmitter {
   std::vector<Dimension> loop_dims_;
   std::vector<std::map<std::string, std::string>> memo_;
   std::vector<Dimension> reducing_;  // local dimensions of the reductions being generated
+  std::vector<std::string> reduce_ok_;  // their "neighbour present" flags (branch-free form), or empty
   int counter_ = 0;
   bool uses_error_ = false;
 };
