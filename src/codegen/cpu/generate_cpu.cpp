@@ -412,7 +412,7 @@ class KernelEmitter {
   std::string reduce(const Expr& e, const Point& p, std::string& code, int ind) {
     const DType t = e.type.dtype;
     const Index* src = find(p, e.conn.source);  // absent when the operand shifts elsewhere first
-    const std::string acc = fresh("acc"), n = fresh("n");
+    const std::string acc = fresh("acc");
     const std::string init = e.rop == ir::ReduceOp::sum   ? fmt::format("{}(0)", ctype(t))
                              : e.rop == ir::ReduceOp::max ? fmt::format("std::numeric_limits<{}>::lowest()", ctype(t))
                                                           : fmt::format("std::numeric_limits<{}>::max()", ctype(t));
@@ -421,37 +421,43 @@ class KernelEmitter {
     // Not when the operand has data-dependent offsets: their bounds check would see slot 0's data.
     bool branch_free = true;
     for (const ir::Expr* x : ir::post_order(e.args[0])) branch_free &= x->kind != ExprKind::dynamic_shift;
-    const std::string ok = branch_free ? fresh("ok") : std::string();
     code += fmt::format("{}{} {} = {};\n", pad(ind), ctype(t), acc, init);
-    code += fmt::format("{}#pragma GCC unroll 16\n{}for (int {} = 0; {} < {}; ++{}) {{\n", pad(ind), pad(ind), n, n,
-                        e.conn.max_neighbors, n);
-    memo_.emplace_back();
-    if (branch_free) code += fmt::format("{}bool {} = true;\n", pad(ind + 1), ok);
-    if (src) {
-      const std::string nb = neighbor(e.conn, src->str(), n, Missing::unchecked, code, ind + 1);
-      if (branch_free)
-        code += fmt::format("{0}{1} = {2} >= 0;  // missing neighbours do not contribute\n{0}if ({2} < 0) {2} = 0;\n",
-                            pad(ind + 1), ok, nb);
-      else
-        code += fmt::format("{}if ({} < 0) continue;  // missing neighbours do not contribute\n", pad(ind + 1), nb);
+    // Unrolled here rather than by the C++ compiler: with a constant slot, every table lookup and
+    // every load that does not move with the unit-stride loop is loop-invariant, so the compiler
+    // hoists it and the loop around vectorises with contiguous loads. Each slot is a
+    // do { } while (false) block, so `continue` skips a missing neighbour.
+    for (int slot = 0; slot < e.conn.max_neighbors; ++slot) {
+      const std::string n = std::to_string(slot);
+      const std::string ok = branch_free ? fresh("ok") : std::string();
+      code += fmt::format("{}do {{  // {} neighbour {}\n", pad(ind), e.conn.name, slot);
+      memo_.emplace_back();
+      if (branch_free) code += fmt::format("{}bool {} = true;\n", pad(ind + 1), ok);
+      if (src) {
+        const std::string nb = neighbor(e.conn, src->str(), n, Missing::unchecked, code, ind + 1);
+        if (branch_free)
+          code += fmt::format("{0}{1} = {2} >= 0;  // missing neighbours do not contribute\n{0}if ({2} < 0) {2} = 0;\n",
+                              pad(ind + 1), ok, nb);
+        else
+          code += fmt::format("{}if ({} < 0) continue;  // missing neighbours do not contribute\n", pad(ind + 1), nb);
+      }
+      Point q = p;
+      q.push_back({e.conn.local, n, 0, false});
+      reducing_.push_back(e.conn.local);
+      reduce_ok_.push_back(ok);
+      const std::string x = gen(*e.args[0], q, -1, code, ind + 1);
+      reduce_ok_.pop_back();
+      reducing_.pop_back();
+      memo_.pop_back();
+      std::string next;
+      switch (e.rop) {
+        case ir::ReduceOp::sum: next = fmt::format("static_cast<{}>({} + {})", ctype(t), acc, x); break;
+        case ir::ReduceOp::max: next = fmt::format("fieldflow::abi::ff_max({}, {})", acc, x); break;
+        case ir::ReduceOp::min: next = fmt::format("fieldflow::abi::ff_min({}, {})", x, acc); break;
+      }
+      code += branch_free ? fmt::format("{}{} = {} ? {} : {};\n", pad(ind + 1), acc, ok, next, acc)
+                          : fmt::format("{}{} = {};\n", pad(ind + 1), acc, next);
+      code += fmt::format("{}}} while (false);\n", pad(ind));
     }
-    Point q = p;
-    q.push_back({e.conn.local, n, 0, false});
-    reducing_.push_back(e.conn.local);
-    reduce_ok_.push_back(ok);
-    const std::string x = gen(*e.args[0], q, -1, code, ind + 1);
-    reduce_ok_.pop_back();
-    reducing_.pop_back();
-    memo_.pop_back();
-    std::string next;
-    switch (e.rop) {
-      case ir::ReduceOp::sum: next = fmt::format("static_cast<{}>({} + {})", ctype(t), acc, x); break;
-      case ir::ReduceOp::max: next = fmt::format("fieldflow::abi::ff_max({}, {})", acc, x); break;
-      case ir::ReduceOp::min: next = fmt::format("fieldflow::abi::ff_min({}, {})", x, acc); break;
-    }
-    code += branch_free ? fmt::format("{}{} = {} ? {} : {};\n", pad(ind + 1), acc, ok, next, acc)
-                        : fmt::format("{}{} = {};\n", pad(ind + 1), acc, next);
-    code += fmt::format("{}}}\n", pad(ind));
     return acc;
   }
 
