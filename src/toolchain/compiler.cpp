@@ -196,7 +196,10 @@ CompilerConfig default_compiler_config(bool openmp) {
   // -ffast-math would (reassociation, flushed denormals) and is therefore never used.
   config.flags = {"-std=c++20", "-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno",
                   // No FMA contraction: results must equal the reference executor bit for bit.
-                  "-ffp-contract=off"};
+                  "-ffp-contract=off",
+                  // Lets selects of floating-point values be if-converted (vectorised neighbour
+                  // reductions); values are unchanged, we never enable floating-point traps.
+                  "-fno-trapping-math"};
   if (openmp) config.flags.emplace_back("-fopenmp");
   config.flags.push_back("-I" + jit_include_dir().string());
   return config;

@@ -403,7 +403,7 @@ class KernelEmitter {
           break;
         }
       if (ok.empty()) code += fmt::format("{}if ({} < 0) continue;\n", pad(ind), v);
-      else code += fmt::format("{0}{1} = {1} && {2} >= 0;\n{0}if ({2} < 0) {2} = 0;\n", pad(ind), ok, v);
+      else code += fmt::format("{0}{1} = {1} && {2} >= 0;\n{0}{2} = {2} < 0 ? 0 : {2};\n", pad(ind), ok, v);
     }
     memo_.back()[key] = v;
     return v;
@@ -429,34 +429,58 @@ class KernelEmitter {
     for (int slot = 0; slot < e.conn.max_neighbors; ++slot) {
       const std::string n = std::to_string(slot);
       const std::string ok = branch_free ? fresh("ok") : std::string();
-      code += fmt::format("{}do {{  // {} neighbour {}\n", pad(ind), e.conn.name, slot);
-      memo_.emplace_back();
-      if (branch_free) code += fmt::format("{}bool {} = true;\n", pad(ind + 1), ok);
+      // Branch-free slots stay in the enclosing scope, so a second reduction over the same
+      // neighbours (x and y components of a gradient) reuses the first one's lookups and values.
+      if (!branch_free) {
+        code += fmt::format("{}do {{  // {} neighbour {}\n", pad(ind), e.conn.name, slot);
+        memo_.emplace_back();
+      }
+      const int body_ind = branch_free ? ind : ind + 1;
       if (src) {
-        const std::string nb = neighbor(e.conn, src->str(), n, Missing::unchecked, code, ind + 1);
-        if (branch_free)
-          code += fmt::format("{0}{1} = {2} >= 0;  // missing neighbours do not contribute\n{0}if ({2} < 0) {2} = 0;\n",
-                              pad(ind + 1), ok, nb);
-        else
-          code += fmt::format("{}if ({} < 0) continue;  // missing neighbours do not contribute\n", pad(ind + 1), nb);
+        const std::string nb = neighbor(e.conn, src->str(), n, Missing::unchecked, code, body_ind);
+        if (branch_free) {
+          const std::string present_key = "present:" + nb;
+          std::string present = lookup(present_key);
+          if (present.empty()) {
+            present = fresh("present");
+            // Selects, not branches: the loop around must stay free of control flow to vectorise.
+            code += fmt::format("{0}const bool {1} = {2} >= 0;  // missing neighbours do not contribute\n"
+                                "{0}{2} = {1} ? {2} : 0;\n", pad(body_ind), present, nb);
+            memo_.back()[present_key] = present;
+          }
+          code += fmt::format("{}bool {} = {};\n", pad(body_ind), ok, present);
+        } else {
+          code += fmt::format("{}if ({} < 0) continue;  // missing neighbours do not contribute\n", pad(body_ind), nb);
+        }
+      } else if (branch_free) {
+        code += fmt::format("{}bool {} = true;\n", pad(body_ind), ok);
       }
       Point q = p;
       q.push_back({e.conn.local, n, 0, false});
       reducing_.push_back(e.conn.local);
       reduce_ok_.push_back(ok);
-      const std::string x = gen(*e.args[0], q, -1, code, ind + 1);
+      const std::string x = gen(*e.args[0], q, -1, code, body_ind);
       reduce_ok_.pop_back();
       reducing_.pop_back();
-      memo_.pop_back();
       std::string next;
       switch (e.rop) {
         case ir::ReduceOp::sum: next = fmt::format("static_cast<{}>({} + {})", ctype(t), acc, x); break;
         case ir::ReduceOp::max: next = fmt::format("fieldflow::abi::ff_max({}, {})", acc, x); break;
         case ir::ReduceOp::min: next = fmt::format("fieldflow::abi::ff_min({}, {})", x, acc); break;
       }
-      code += branch_free ? fmt::format("{}{} = {} ? {} : {};\n", pad(ind + 1), acc, ok, next, acc)
-                          : fmt::format("{}{} = {};\n", pad(ind + 1), acc, next);
-      code += fmt::format("{}}} while (false);\n", pad(ind));
+      if (branch_free) {
+        // The update is computed unconditionally and then selected: a conditional floating-point
+        // add would count as control flow (it may trap) and stop vectorisation.
+        const std::string candidate = fresh("v");
+        code += fmt::format("{0}const {1} {2} = {3};\n{0}{4} = {5} ? {2} : {4};\n", pad(body_ind), ctype(t), candidate,
+                            next, acc, ok);
+      } else {
+        code += fmt::format("{}{} = {};\n", pad(body_ind), acc, next);
+      }
+      if (!branch_free) {
+        memo_.pop_back();
+        code += fmt::format("{}}} while (false);\n", pad(ind));
+      }
     }
     return acc;
   }
