@@ -25,13 +25,6 @@ double minimum(const std::vector<double>& v) { return v.empty() ? 0 : *std::min_
 
 nlohmann::json number_or_null(double v, bool valid) { return valid && std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
-std::vector<double> load_average() {
-  std::ifstream in("/proc/loadavg");
-  double a = 0, b = 0, c = 0;
-  if (in >> a >> b >> c) return {a, b, c};
-  return {};
-}
-
 std::string short_layout(const std::string& layout) {
   if (layout == "vertical_fastest") return "vf";
   if (layout == "horizontal_fastest") return "hf";
@@ -44,6 +37,13 @@ std::string fmt_ms(const nlohmann::json& seconds) {
 std::string fmt_ratio(const nlohmann::json& v) { return v.is_number() ? fmt::format("{:.2f}", v.get<double>()) : "–"; }
 
 }  // namespace
+
+std::vector<double> load_average() {
+  std::ifstream in("/proc/loadavg");
+  double a = 0, b = 0, c = 0;
+  if (in >> a >> b >> c) return {a, b, c};
+  return {};
+}
 
 void CollectingReporter::ReportRuns(const std::vector<Run>& runs) {
   std::vector<Run> shown;
@@ -94,7 +94,8 @@ nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& sa
   // Machine and the copy probe.
   double copy_gbps = 0;
   json machine{{"cpu", cpu_model()}, {"threads", omp_get_max_threads()}, {"copy_gbps", nullptr},
-               {"copy_bytes", nullptr}, {"copy_median_s", nullptr}, {"load_average", load_average()}};
+               {"copy_bytes", nullptr}, {"copy_median_s", nullptr},
+               {"load_average_before", settings.load_before}, {"load_average_after", load_average()}};
   for (const auto& c : cases) {
     double med, mn;
     std::size_t n;

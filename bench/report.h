@@ -35,7 +35,10 @@ struct ReportSettings {
   int repetitions = 0;
   double min_time = 0;
   std::string filter;
+  std::vector<double> load_before;  // /proc/loadavg when the run started (the machine may be shared)
 };
+
+std::vector<double> load_average();  // /proc/loadavg: 1, 5, 15 minutes (empty elsewhere)
 
 // The report object: machine, settings, results, memory, compile, call_overhead, errors.
 nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& samples, const ReportSettings& settings);

@@ -4,7 +4,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "report.h"
@@ -24,6 +26,11 @@ nlohmann::json run_suite(const RunOptions& options) {
   int argc = static_cast<int>(argv.size());
   benchmark::Initialize(&argc, argv.data());
 
+  const std::vector<double> load_before = load_average();
+  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  if (!load_before.empty() && cpus > 0 && load_before[0] > 0.5 * cpus)
+    std::fprintf(stderr, "fieldflow bench: load average %.2f on %d CPUs: other work shares the machine, "
+                         "timings will be noisy\n", load_before[0], cpus);
   CollectingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   release_suite_state();
@@ -33,6 +40,7 @@ nlohmann::json run_suite(const RunOptions& options) {
   settings.repetitions = suite.repetitions;
   settings.min_time = suite.min_time;
   settings.filter = options.filter;
+  settings.load_before = load_before;
   return make_report(case_registry(), reporter.samples(), settings);
 }
 
