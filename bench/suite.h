@@ -17,7 +17,7 @@ namespace fieldflow::bench {
 struct SuiteOptions {
   bool quick = false;          // small sizes (a smoke test, not a measurement)
   int repetitions = 5;         // medians over this many repetitions
-  double min_time = 0.25;      // seconds per repetition of a kernel case
+  double min_time = 0.4;       // seconds per repetition of a kernel case
   int compile_repetitions = 3; // cold compiles per program (each one compiles from scratch)
   bool aggregates_only = true; // ReportAggregatesOnly (false: a reporter wants every repetition)
   // Quick defaults: 2 repetitions, 0.01 s, 1 cold compile.

@@ -72,7 +72,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--table", a->table_file, "Write the Markdown tables to this file");
   cmd->add_option("--repetitions", a->repetitions, "Repetitions per case (default 5, quick 2)")
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--min-time", a->min_time, "Seconds per repetition of a kernel case (default 0.25)")
+  cmd->add_option("--min-time", a->min_time, "Seconds per repetition of a kernel case (default 0.4)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--from-json", a->from_json, "Do not run: render the table / plot of an earlier report");
   cmd->callback([a] { run_bench(*a); });
