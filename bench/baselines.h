@@ -5,7 +5,8 @@
 // the benchmark suite (vs_handwritten) and are checked against the reference executor by
 // tests/bench/test_baselines.cpp, so they compute exactly the same thing: every floating-point
 // operation happens in the order the program states it, and this file is compiled like
-// generated code (-O3 -march=native -ffp-contract=off), so results match bit for bit.
+// generated code (-O3 -march=native -ffp-contract=off -fno-trapping-math), so results match
+// bit for bit.
 //
 // Style: one fused pass per program where that is natural (stencils recompute their cheap
 // intermediates from cache instead of materialising them), unit-stride inner loops under
