@@ -25,14 +25,17 @@ bool has_local_dim(const ir::Type& t) {
   return false;
 }
 
-// Operation count of evaluating e once (every node of its tree, loads included).
+// Operation count of evaluating e once at one point: every distinct node of its DAG (loads
+// included; generated code computes a shared subexpression once per point), a reduction's
+// operand once per neighbour slot.
 double cost(const Expr& e, std::map<const Expr*, double>& memo) {
   if (auto it = memo.find(&e); it != memo.end()) return it->second;
-  double c = 1;
-  if (e.kind == ExprKind::reduce) c += e.conn.max_neighbors * (1 + cost(*e.args[0], memo));
-  else if (e.kind == ExprKind::neighbor_shift) c += 2 + cost(*e.args[0], memo);
-  else
-    for (const auto& a : e.args) c += cost(*a, memo);
+  double c = 0;
+  for (const Expr* x : ir::post_order(std::shared_ptr<const Expr>(std::shared_ptr<const Expr>{}, &e), false)) {
+    c += 1;
+    if (x->kind == ExprKind::reduce) c += (x->conn.max_neighbors - 1) * static_cast<double>(ir::post_order(x->args[0], false).size());
+    if (x->kind == ExprKind::neighbor_shift) c += 2;
+  }
   memo[&e] = c;
   return c;
 }
