@@ -113,7 +113,8 @@ nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& sa
   machine["copy_probes"] = copies;
   report["machine"] = machine;
   report["settings"] = json{{"quick", settings.quick}, {"repetitions", settings.repetitions},
-                            {"min_time_s", settings.min_time}, {"filter", settings.filter}};
+                            {"min_time_s", settings.min_time}, {"filter", settings.filter},
+                            {"interleaved", settings.interleaved}};
 
   // Kernel results; vs_handwritten needs the hand-written case of the same configuration.
   std::map<std::string, double> handwritten;  // program/layout/size -> median

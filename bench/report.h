@@ -35,6 +35,7 @@ struct ReportSettings {
   int repetitions = 0;
   double min_time = 0;
   std::string filter;
+  bool interleaved = false;
   std::vector<double> load_before;  // /proc/loadavg when the run started (the machine may be shared)
 };
 

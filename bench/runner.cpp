@@ -21,6 +21,7 @@ nlohmann::json run_suite(const RunOptions& options) {
   // Google Benchmark takes its settings as flags; the copy probe always runs (vs_copy).
   std::string filter = options.filter.empty() ? "." : "^copy/|" + options.filter;
   std::vector<std::string> flags = {"fieldflow-bench", "--benchmark_filter=" + filter};
+  if (suite.interleave) flags.push_back("--benchmark_enable_random_interleaving=true");
   std::vector<char*> argv;
   for (auto& f : flags) argv.push_back(f.data());
   int argc = static_cast<int>(argv.size());
@@ -41,6 +42,7 @@ nlohmann::json run_suite(const RunOptions& options) {
   settings.min_time = suite.min_time;
   settings.filter = options.filter;
   settings.load_before = load_before;
+  settings.interleaved = suite.interleave;
   return make_report(case_registry(), reporter.samples(), settings);
 }
 

@@ -51,8 +51,10 @@ CompileOptions options_for(TransientMemoryMode mode, Layout layout, const std::s
 
 // --- state cached across invocations of a case's function ----------------------------------
 
+// One configuration's data: the instance, its arguments, the compiled programs by mode and
+// the bound baseline. Members are destroyed in reverse order, so programs and the baseline go
+// before the instance whose fields they were bound to.
 struct ConfigState {
-  std::string key;
   std::unique_ptr<examples::ExampleInstance> instance;
   Arguments args;
   std::map<std::string, std::unique_ptr<CompiledProgram>> programs;  // by mode
@@ -60,12 +62,11 @@ struct ConfigState {
 };
 
 struct State {
-  ConfigState config;
+  // Keep every configuration alive (the cases' repetitions are interleaved) or only the
+  // current one (cases run in registration order).
+  bool keep_all = false;
+  std::map<std::string, std::unique_ptr<ConfigState>> configs;  // kernels and call-overhead programs
   std::vector<double> copy_in, copy_out;
-  std::map<std::string, std::unique_ptr<CompiledProgram>> tiny;  // call-overhead programs by case name
-  std::unique_ptr<examples::ExampleInstance> tiny_instance;
-  std::string tiny_program;
-  Arguments tiny_args;
   std::string warm_cache_dir;
 };
 
@@ -74,34 +75,30 @@ State& state() {
   return s;
 }
 
-std::string config_key(const KernelConfig& c) {
-  return fmt::format("{}/{}/{}", c.program, to_string(c.layout), c.size_text());
+ConfigState& config_state(const std::string& key, const std::string& program, const examples::ExampleSize& size,
+                          Layout layout) {
+  State& s = state();
+  auto it = s.configs.find(key);
+  if (it != s.configs.end()) return *it->second;
+  if (!s.keep_all) s.configs.clear();
+  auto cs = std::make_unique<ConfigState>();
+  cs->instance = std::make_unique<examples::ExampleInstance>(examples::example(program).make_instance(size, layout, 1));
+  cs->args = cs->instance->arguments();
+  return *s.configs.emplace(key, std::move(cs)).first->second;
 }
 
 ConfigState& config_state(const KernelConfig& c) {
-  ConfigState& cs = state().config;
-  const std::string key = config_key(c);
-  if (cs.key != key) {
-    // Programs and the baseline go before the instance whose fields they were bound to.
-    cs.programs.clear();
-    cs.baseline = nullptr;
-    cs.args = Arguments{};
-    cs.instance.reset();
-    cs.instance = std::make_unique<examples::ExampleInstance>(
-        examples::example(c.program).make_instance(c.size, c.layout, 1));
-    cs.args = cs.instance->arguments();
-    cs.key = key;
-  }
-  return cs;
+  return config_state(fmt::format("{}/{}/{}", c.program, to_string(c.layout), c.size_text()), c.program, c.size,
+                      c.layout);
 }
 
-CompiledProgram& program_for(const KernelConfig& c, TransientMemoryMode mode, CaseInfo& info) {
-  ConfigState& cs = config_state(c);
+CompiledProgram& program_for(ConfigState& cs, const std::string& program, TransientMemoryMode mode, Layout layout,
+                             CaseInfo* info) {
   auto& slot = cs.programs[std::string(to_string(mode))];
   if (!slot) {
-    const auto& ex = examples::example(c.program);
-    slot = std::make_unique<CompiledProgram>(compile(ex.program, options_for(mode, c.layout)));
-    if (!info.plan) info.plan = slot->memory_plan(size_symbols(ex.program, cs.args));
+    const auto& ex = examples::example(program);
+    slot = std::make_unique<CompiledProgram>(compile(ex.program, options_for(mode, layout)));
+    if (info && !info->plan) info->plan = slot->memory_plan(size_symbols(ex.program, cs.args));
     (*slot)(cs.args);  // installs persistent / external memory, warms the pool
   }
   return *slot;
@@ -131,9 +128,9 @@ void run_kernel_fieldflow(benchmark::State& st, const KernelConfig& c, Transient
                           const std::string& name) {
   CaseInfo* info = find_case(name);
   try {
-    CompiledProgram& prog = program_for(c, mode, *info);
-    Arguments& args = state().config.args;
-    for (auto _ : st) prog(args);
+    ConfigState& cs = config_state(c);
+    CompiledProgram& prog = program_for(cs, c.program, mode, c.layout, info);
+    for (auto _ : st) prog(cs.args);
   } catch (const std::exception& e) {
     st.SkipWithError(e.what());
     return;
@@ -152,24 +149,11 @@ void run_kernel_handwritten(benchmark::State& st, const KernelConfig& c, const s
   set_bytes(st, info->compulsory_bytes);
 }
 
-void run_call_overhead(benchmark::State& st, const std::string& program, TransientMemoryMode mode,
-                       const std::string& name) {
-  State& s = state();
-  if (s.tiny_program != program) {
-    s.tiny.clear();
-    s.tiny_instance = std::make_unique<examples::ExampleInstance>(
-        examples::example(program).make_instance({1, 1, 1}, Layout::vertical_fastest, 1));
-    s.tiny_args = s.tiny_instance->arguments();
-    s.tiny_program = program;
-  }
-  auto& slot = s.tiny[name];
+void run_call_overhead(benchmark::State& st, const std::string& program, TransientMemoryMode mode) {
   try {
-    if (!slot) {
-      slot = std::make_unique<CompiledProgram>(
-          compile(examples::example(program).program, options_for(mode, Layout::vertical_fastest)));
-      (*slot)(s.tiny_args);
-    }
-    for (auto _ : st) (*slot)(s.tiny_args);
+    ConfigState& cs = config_state("tiny/" + program, program, {1, 1, 1}, Layout::vertical_fastest);
+    CompiledProgram& prog = program_for(cs, program, mode, Layout::vertical_fastest, nullptr);
+    for (auto _ : st) prog(cs.args);
   } catch (const std::exception& e) {
     st.SkipWithError(e.what());
   }
@@ -286,6 +270,7 @@ std::vector<KernelConfig> kernel_configs(bool quick) {
 
 std::size_t register_suite(const SuiteOptions& o) {
   std::size_t count = 0;
+  state().keep_all = o.interleave;
   const double min_time = o.min_time;
 
   // The bandwidth probe (one array of the size of one 256x256x80 float64 field, copied), at the
@@ -362,8 +347,8 @@ std::size_t register_suite(const SuiteOptions& o) {
       c.size = "1x1x1";
       add_case(c);
       const std::string name = c.name, prog = program;
-      common(benchmark::RegisterBenchmark(
-                 name.c_str(), [prog, mode, name](benchmark::State& st) { run_call_overhead(st, prog, mode, name); }),
+      common(benchmark::RegisterBenchmark(name.c_str(),
+                                          [prog, mode](benchmark::State& st) { run_call_overhead(st, prog, mode); }),
              o)
           ->Unit(benchmark::kMicrosecond)
           ->MinTime(o.quick ? 0.01 : 0.1);
@@ -403,13 +388,7 @@ std::size_t register_suite(const SuiteOptions& o) {
 
 void release_suite_state() {
   State& s = state();
-  s.config.programs.clear();
-  s.config.baseline = nullptr;
-  s.config.instance.reset();
-  s.config = ConfigState{};
-  s.tiny.clear();
-  s.tiny_instance.reset();
-  s.tiny_program.clear();
+  s.configs.clear();
   s.copy_in = {};
   s.copy_out = {};
   if (!s.warm_cache_dir.empty()) {

@@ -20,6 +20,10 @@ struct SuiteOptions {
   double min_time = 0.4;       // seconds per repetition of a kernel case
   int compile_repetitions = 3; // cold compiles per program (each one compiles from scratch)
   bool aggregates_only = true; // ReportAggregatesOnly (false: a reporter wants every repetition)
+  // The repetitions of all cases run in random order (Google Benchmark's random interleaving):
+  // slow drifts of a shared machine then hit every case alike instead of whichever ran during
+  // them. Keeps every configuration's data in memory (about 4 GB for the full suite).
+  bool interleave = false;
   // Quick defaults: 2 repetitions, 0.01 s, 1 cold compile.
   static SuiteOptions quick_defaults();
 };

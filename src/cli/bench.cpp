@@ -22,7 +22,7 @@ namespace {
 
 struct BenchArgs {
   std::string json_file, plot_file, table_file, filter, from_json;
-  bool quick = false;
+  bool quick = false, sequential = false;
   int repetitions = 0;
   double min_time = 0;
 };
@@ -49,6 +49,7 @@ void run_bench(const BenchArgs& a) {
     o.suite = a.quick ? bench::SuiteOptions::quick_defaults() : bench::SuiteOptions{};
     if (a.repetitions > 0) o.suite.repetitions = a.repetitions;
     if (a.min_time > 0) o.suite.min_time = a.min_time;
+    o.suite.interleave = !a.sequential;
     o.filter = a.filter;
     report = bench::run_suite(o);
   }
@@ -74,6 +75,9 @@ void add_bench(CLI::App& app) {
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--min-time", a->min_time, "Seconds per repetition of a kernel case (default 0.4)")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--sequential", a->sequential,
+                "Run each case's repetitions back to back instead of interleaving all cases' repetitions "
+                "at random (less memory, more sensitive to drifts of a shared machine)");
   cmd->add_option("--from-json", a->from_json, "Do not run: render the table / plot of an earlier report");
   cmd->callback([a] { run_bench(*a); });
 }
