@@ -16,8 +16,8 @@ namespace fieldflow::bench {
 
 struct SuiteOptions {
   bool quick = false;          // small sizes (a smoke test, not a measurement)
-  int repetitions = 5;         // medians over this many repetitions
-  double min_time = 0.4;       // seconds per repetition of a kernel case
+  int repetitions = 9;         // medians over this many repetitions
+  double min_time = 0.25;      // seconds per repetition of a kernel case
   int compile_repetitions = 3; // cold compiles per program (each one compiles from scratch)
   bool aggregates_only = true; // ReportAggregatesOnly (false: a reporter wants every repetition)
   // The repetitions of all cases run in random order (Google Benchmark's random interleaving):

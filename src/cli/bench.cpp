@@ -71,9 +71,9 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--quick", a->quick, "Small sizes and few repetitions (a smoke test, not a measurement)");
   cmd->add_option("--plot", a->plot_file, "Write an SVG bar chart of vs_handwritten and vs_copy to this file");
   cmd->add_option("--table", a->table_file, "Write the Markdown tables to this file");
-  cmd->add_option("--repetitions", a->repetitions, "Repetitions per case (default 5, quick 2)")
+  cmd->add_option("--repetitions", a->repetitions, "Repetitions per case (default 9, quick 2)")
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--min-time", a->min_time, "Seconds per repetition of a kernel case (default 0.4)")
+  cmd->add_option("--min-time", a->min_time, "Seconds per repetition of a kernel case (default 0.25)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--sequential", a->sequential,
                 "Run each case's repetitions back to back instead of interleaving all cases' repetitions "
