@@ -8,7 +8,7 @@
 #define FIELDFLOW_ABI_H
 #include <stdint.h>
 
-#define FF_ABI_VERSION 2
+#define FF_ABI_VERSION 3
 #define FF_MAX_DIMS 8
 
 typedef struct ff_buffer {
@@ -43,6 +43,7 @@ typedef struct ff_call {
   const int64_t* domains; /* per kernel: FF_MAX_DIMS x (lo, hi) over its loop dims, canonical order */
   int32_t* error;         /* first failed in-kernel check (ff_error), written atomically */
   int32_t num_threads;    /* > 0 */
+  int64_t parallel_threshold; /* a kernel (or column group) starts threads only above this many points */
 } ff_call;
 
 #ifdef __cplusplus

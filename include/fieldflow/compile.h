@@ -23,6 +23,9 @@ struct CompileOptions {
   Layout layout = Layout::vertical_fastest;  // which dimension is unit-stride (checked per call)
   MemoryOptions memory;                      // transient memory mode, allocator or workspace
   int num_threads = 0;                       // 0: OpenMP's default (OMP_NUM_THREADS)
+  // Kernels with at most this many points run on the calling thread: waking threads costs a few
+  // microseconds, more than small kernels take. 0 makes every kernel take the parallel path.
+  std::int64_t parallel_threshold = 16384;
   std::string cache_dir;                     // empty: FIELDFLOW_CACHE_DIR, else ~/.cache/fieldflow
 };
 

@@ -18,6 +18,9 @@ CompiledProgram compile(const ir::Program& program, const CompileOptions& option
   if (options.num_threads < 0)
     throw OptionError(fmt::format("program '{}': num_threads must be >= 0 (0: OpenMP default), given {}",
                                   program.name, options.num_threads));
+  if (options.parallel_threshold < 0)
+    throw OptionError(fmt::format("program '{}': parallel_threshold must be >= 0 points (0: always parallel), given {}",
+                                  program.name, options.parallel_threshold));
   ir::verify(program);
   CompiledProgram::Impl::Image image;
   image.program = program;

@@ -312,7 +312,8 @@ void CompiledProgram::Impl::call(const Arguments& args) {
   auto* base = static_cast<std::byte*>(lease.base(Device::cpu));
   for (std::size_t t = 0; t < transient_offsets.size(); ++t) buffers[np + t].data = base + transient_offsets[t];
   std::int32_t error = 0;
-  const ff_call c{buffers.data(), tables.data(), scalars.data(), domains.data(), &error, num_threads};
+  const ff_call c{buffers.data(), tables.data(), scalars.data(), domains.data(), &error, num_threads,
+                  image.options.parallel_threshold};
   run(&c);
   if (error & ff_error_dynamic_offset)
     throw DomainError(fmt::format("program '{}': a dynamic vertical offset read outside a field's extent; outputs of "

@@ -107,12 +107,13 @@ class KernelEmitter {
   }
 
   // Threads start only when there is enough work to pay for waking them (a few microseconds):
-  // small calls, like those of a tiny program in a time loop, run on the calling thread.
+  // small calls, like those of a tiny program in a time loop, run on the calling thread. The
+  // threshold is a call field (CompileOptions::parallel_threshold), so tests can force the
+  // parallel path on small sizes with the same module.
   std::string parallel_clauses() const {
-    return fmt::format(" num_threads(call->num_threads) if({} > {})", points(), parallel_threshold);
+    return fmt::format(" num_threads(call->num_threads) if({} > call->parallel_threshold)", points());
   }
   std::string points() const { return fmt::format("points_k{}", kidx_); }
-  static constexpr int parallel_threshold = 16384;
 
   // One column of this kernel inside a column group (fuse_columns): the horizontal loop
   // variables belong to the group; the vertical loop is this kernel's own.
@@ -687,8 +688,7 @@ std::string emit_column_group(const ir::Schedule& s, int first, int last) {
   code += d.text;
   std::string work = "std::int64_t(0)";
   for (auto& k : kernels) work += " + " + k->points();
-  code += fmt::format("#pragma omp parallel num_threads(call->num_threads) if({} > {})\n", work,
-                      KernelEmitter::parallel_threshold);
+  code += fmt::format("#pragma omp parallel num_threads(call->num_threads) if({} > call->parallel_threshold)\n", work);
   code += "  {\n    const std::int64_t tid = omp_get_thread_num();\n";
   code += d.column_locals;
   code += err ? "    std::int32_t err = 0;\n" : "";
