@@ -21,6 +21,8 @@ using ir::ExprKind;
 
 std::string ctype(DType t) { return std::string(cpp_type_name(t)); }
 
+std::string pad_text(int ind) { return std::string(2 * ind, ' '); }
+
 std::string sanitize(const std::string& s) {
   std::string o;
   for (char c : s) o += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -269,7 +271,7 @@ class KernelEmitter {
     return off;
   }
 
-  static std::string pad(int ind) { return std::string(2 * ind, ' '); }
+  static std::string pad(int ind) { return pad_text(ind); }
   std::string fresh(const char* prefix) { return fmt::format("{}{}", prefix, counter_++); }
 
   std::string lookup(const std::string& key) const {
@@ -670,6 +672,10 @@ class KernelEmitter {
 
 // Kernels [first, last] of a column group: each thread takes whole columns and runs every
 // kernel of the group on one before the next, so column-local transients fit in one column.
+// The statement kernels of a group share one horizontal box (fuse_columns checks it), but a
+// transient producer covers what its readers need, which may be more or less than that box when
+// a reader is outside the group. So the columns loop over the union of the kernels' boxes, and
+// each kernel runs only on the columns of its own box.
 std::string emit_column_group(const ir::Schedule& s, int first, int last) {
   Decls d;
   std::vector<std::unique_ptr<KernelEmitter>> kernels;
@@ -678,27 +684,43 @@ std::string emit_column_group(const ir::Schedule& s, int first, int last) {
   for (const auto& dim : ir::kernel_loop_dims(s, s.kernels[first]))
     if (dim.kind != DimKind::vertical) horizontal.push_back(dim);
   const int h = static_cast<int>(horizontal.size());
+  const std::string in_column = pad_text(h + 2);
   std::string columns;
-  for (auto& k : kernels) columns += k->emit_column(h + 2);
+  for (auto& k : kernels) {
+    std::string inside;
+    for (const auto& dim : horizontal)
+      inside += fmt::format("{}{} >= {} && {} < {}", inside.empty() ? "" : " && ", KernelEmitter::var(dim), k->lo(dim),
+                            KernelEmitter::var(dim), k->hi(dim));
+    columns += fmt::format("{}if ({}) {{\n", in_column, inside) + k->emit_column(h + 3) + in_column + "}\n";
+  }
   bool err = false;
   for (auto& k : kernels) err |= k->uses_error();
   std::string code = fmt::format("// kernels {}..{}: column group\nstatic void group_{}(const ff_call* call) {{\n", first,
                                  last, first);
   for (auto& k : kernels) code += k->bounds();
   code += d.text;
+  // The union of the non-empty kernel boxes (an empty box must not widen it).
+  for (const auto& dim : horizontal) {
+    const std::string v = KernelEmitter::var(dim);
+    code += fmt::format("  std::int64_t lo_g_{0} = std::numeric_limits<std::int64_t>::max(), hi_g_{0} = "
+                        "std::numeric_limits<std::int64_t>::min();\n", v);
+    for (auto& k : kernels)
+      code += fmt::format("  if ({0} > 0) {{ lo_g_{1} = std::min(lo_g_{1}, {2}); hi_g_{1} = std::max(hi_g_{1}, {3}); }}\n",
+                          k->points(), v, k->lo(dim), k->hi(dim));
+  }
   std::string work = "std::int64_t(0)";
   for (auto& k : kernels) work += " + " + k->points();
+  code += fmt::format("  if ({} == 0) return;\n", work);
   code += fmt::format("#pragma omp parallel num_threads(call->num_threads) if({} > call->parallel_threshold)\n", work);
   code += "  {\n    const std::int64_t tid = omp_get_thread_num();\n";
   code += d.column_locals;
   code += err ? "    std::int32_t err = 0;\n" : "";
   code += fmt::format("#pragma omp for collapse({}) schedule(static)\n", h);
-  // Every kernel of the group covers the same horizontal box (checked by fuse_columns).
   for (int a = 0; a < h; ++a)
-    code += fmt::format("{0}for (std::int64_t {1} = {2}; {1} < {3}; ++{1}) {{\n", std::string(2 * (2 + a), ' '),
-                        KernelEmitter::var(horizontal[a]), kernels[0]->lo(horizontal[a]), kernels[0]->hi(horizontal[a]));
+    code += fmt::format("{0}for (std::int64_t {1} = lo_g_{1}; {1} < hi_g_{1}; ++{1}) {{\n", pad_text(2 + a),
+                        KernelEmitter::var(horizontal[a]));
   code += columns;
-  for (int a = h - 1; a >= 0; --a) code += std::string(2 * (2 + a), ' ') + "}\n";
+  for (int a = h - 1; a >= 0; --a) code += pad_text(2 + a) + "}\n";
   code += err ? "    if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n" : "";
   return code + "  }\n}\n\n";
 }
