@@ -3,6 +3,7 @@
 #include "runtime/compiled_program.h"
 
 #include <cstring>
+#include <thread>
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -170,9 +171,9 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
   SizeMap new_sizes = bound.sizes;
   add_location_sizes(p, bound.tables, new_sizes);
   binding.bound = std::move(bound);
-  binding.valid = true;
   if (!sized || new_sizes != sizes) resize(new_sizes);
   check_reads();
+  binding.valid = true;  // only now: a rejected call must not leave a binding that skips the checks
 }
 
 void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
@@ -271,12 +272,52 @@ void CompiledProgram::Impl::check_reads() {
 }
 
 void CompiledProgram::Impl::call(const Arguments& args) {
+  // A call made from inside a call of the same instance on the same thread (from its external
+  // memory allocator, a release action or a memory listener) would wait for itself forever.
+  if (calling_thread.load(std::memory_order_relaxed) == std::this_thread::get_id())
+    throw ConcurrencyError(fmt::format("program '{}' was called again from inside one of its own calls on the same "
+                                       "thread (from its external_memory_allocator, a release action or a memory "
+                                       "listener); calls of one instance cannot nest", image.program.name));
   std::lock_guard<std::mutex> lock(call_mutex);
+  calling_thread.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  struct ClearCallingThread {
+    std::atomic<std::thread::id>& id;
+    ~ClearCallingThread() { id.store(std::thread::id(), std::memory_order_relaxed); }
+  } clear_calling_thread{calling_thread};
   if (!image.module) {
     auto lease = memory->begin_call({});
     run_reference(image.program, args);
     return;
   }
+  try {
+    prepare_call(args);
+  } catch (...) {
+    // Validate aside, then commit: whatever a rejected call changed (binding, sizes, boxes) is
+    // forgotten, so the next call is bound and checked from scratch.
+    binding.valid = false;
+    sized = false;
+    throw;
+  }
+  auto lease = memory->begin_call(sized_plan.requirements);
+  const ir::Program& p = image.program;
+  const std::size_t np = p.params.size();
+  auto* base = static_cast<std::byte*>(lease.base(Device::cpu));
+  for (std::size_t t = 0; t < transient_offsets.size(); ++t) buffers[np + t].data = base + transient_offsets[t];
+  std::int32_t error = 0;
+  const ff_call c{buffers.data(), tables.data(), scalars.data(), domains.data(), &error, num_threads,
+                  image.options.parallel_threshold};
+  run(&c);
+  if (error & ff_error_dynamic_offset)
+    throw DomainError(fmt::format("program '{}': a dynamic vertical offset read outside a field's extent; outputs of "
+                                  "earlier calls of the program may have been written", p.name));
+  if (error & ff_error_missing_neighbor)
+    throw DomainError(fmt::format("program '{}': reads through a missing neighbour (-1) with a fixed-index shift; "
+                                  "only reductions skip missing neighbours", p.name));
+}
+
+// Binds and checks a call's arguments (the fast path skips what did not change since the last
+// call) and moves its scalars into place; throws before anything runs.
+void CompiledProgram::Impl::prepare_call(const Arguments& args) {
   const ir::Program& p = image.program;
   if (!same_structure(args)) bind(args);
   // Scalars may change between calls; sizes (and the plan) only when an int scalar changed.
@@ -307,20 +348,6 @@ void CompiledProgram::Impl::call(const Arguments& args) {
     }
   }
   scalars.swap(next_scalars);
-  auto lease = memory->begin_call(sized_plan.requirements);
-  const std::size_t np = p.params.size();
-  auto* base = static_cast<std::byte*>(lease.base(Device::cpu));
-  for (std::size_t t = 0; t < transient_offsets.size(); ++t) buffers[np + t].data = base + transient_offsets[t];
-  std::int32_t error = 0;
-  const ff_call c{buffers.data(), tables.data(), scalars.data(), domains.data(), &error, num_threads,
-                  image.options.parallel_threshold};
-  run(&c);
-  if (error & ff_error_dynamic_offset)
-    throw DomainError(fmt::format("program '{}': a dynamic vertical offset read outside a field's extent; outputs of "
-                                  "earlier calls of the program may have been written", p.name));
-  if (error & ff_error_missing_neighbor)
-    throw DomainError(fmt::format("program '{}': reads through a missing neighbour (-1) with a fixed-index shift; "
-                                  "only reductions skip missing neighbours", p.name));
 }
 
 CompiledProgram::CompiledProgram(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

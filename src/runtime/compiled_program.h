@@ -2,7 +2,9 @@
 // The state behind fieldflow::CompiledProgram. Built by the compile driver from a schedule and a
 // loaded module; knows nothing of passes or code generation: it talks to the module through the
 // C ABI (fieldflow/abi.h) and reads the schedule only as data (extents, memory plan).
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <mutex>
 #include <optional>
 
@@ -46,6 +48,7 @@ struct CompiledProgram::Impl {
 
   // Per-call state, guarded by call_mutex: calls of one instance are serialized.
   std::mutex call_mutex;
+  std::atomic<std::thread::id> calling_thread{};  // the thread inside call(), to refuse nested calls
   struct Binding {
     bool valid = false;
     std::vector<std::string> names;  // argument names in the order of the last call
@@ -65,6 +68,7 @@ struct CompiledProgram::Impl {
 
  private:
   bool same_structure(const Arguments& args) const;
+  void prepare_call(const Arguments& args);
   void bind(const Arguments& args);
   void resize(const SizeMap& new_sizes);
   void check_reads();

@@ -1,0 +1,171 @@
+// CompiledProgram's call path: a rejected call leaves nothing behind that a later call could
+// trust, nested calls are refused instead of deadlocking, options are checked when compiling,
+// and absurd sizes are a typed error instead of a wrapped byte count.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "fieldflow/compile.h"
+#include "fieldflow/dsl.h"
+#include "fieldflow/errors.h"
+#include "fieldflow/reference.h"
+#include "support/backend_harness.h"
+
+namespace fieldflow {
+namespace {
+
+using testing_support::same_bits;
+
+const Dimension I = horizontal_dim("I");
+
+// out = t(I+1) + t(I-1) with t stored as a transient: reads `in` over [lo-1, hi+1).
+ir::Program smooth_1d(DType size_type = DType::int32) {
+  ProgramBuilder pb("smooth_1d");
+  Expr in = pb.field("in", {I}, DType::float64);
+  Expr out = pb.field("out", {I}, DType::float64);
+  Expr n = pb.scalar("n", size_type);
+  const Expr t = materialize("t", exp(in) * 2.0);
+  pb.call("smooth", t(I + 1) + t(I - 1), {out}, {{I, 1, n}});
+  return pb.build();
+}
+
+Field ramp(std::int64_t size, double scale) {
+  Field f({I}, DType::float64, {size});
+  for (std::int64_t i = 0; i < size; ++i) f.set_from_double(i, scale * static_cast<double>(i) - 3.0);
+  return f;
+}
+
+TEST(CompiledProgram, RejectedCallLeavesNoBindingThatSkipsTheChecks) {
+  const ir::Program program = smooth_1d();
+  auto compiled = compile(program, testing_support::cpu_options());
+  Field in = ramp(10, 0.25), out = ramp(10, -1.0);
+  const Field untouched = out.clone();
+  Arguments too_far;  // domain [1, 10) reads in at 10: one past its extent
+  too_far.field("in", in).field("out", out).scalar("n", 10);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    EXPECT_THROW(compiled(too_far), DomainError) << "attempt " << attempt;
+    EXPECT_TRUE(same_bits(untouched, out, "out after a rejected call"));
+  }
+  // A valid call with smaller sizes afterwards runs its own domain, not the rejected one's.
+  Arguments smaller;
+  smaller.field("in", in).field("out", out).scalar("n", 6);
+  compiled(smaller);
+  Field expected = untouched.clone();
+  run_reference(program, Arguments().field("in", in).field("out", expected).scalar("n", 6));
+  EXPECT_TRUE(same_bits(expected, out, "out after a valid call that follows rejected ones"));
+}
+
+TEST(CompiledProgram, RejectedSizeChangeIsNotRememberedEither) {
+  // The fast path for repeated calls with the same fields: only the size scalar changes.
+  const ir::Program program = smooth_1d();
+  auto compiled = compile(program, testing_support::cpu_options());
+  Field in = ramp(10, 0.5), out = ramp(10, 2.0);
+  compiled(Arguments().field("in", in).field("out", out).scalar("n", 5));
+  const Field after_first = out.clone();
+  EXPECT_THROW(compiled(Arguments().field("in", in).field("out", out).scalar("n", 10)), DomainError);
+  EXPECT_THROW(compiled(Arguments().field("in", in).field("out", out).scalar("n", 10)), DomainError);
+  EXPECT_TRUE(same_bits(after_first, out, "out after rejected calls"));
+  compiled(Arguments().field("in", in).field("out", out).scalar("n", 8));
+  Field expected = after_first.clone();
+  run_reference(program, Arguments().field("in", in).field("out", expected).scalar("n", 8));
+  EXPECT_TRUE(same_bits(expected, out, "out after the next valid call"));
+}
+
+TEST(CompiledProgram, CallFromInsideItsOwnAllocatorIsAConcurrencyError) {
+  Field in = ramp(12, 0.1), out = ramp(12, 0.0);
+  Arguments args;
+  args.field("in", in).field("out", out).scalar("n", 11);
+  CompiledProgram* self = nullptr;
+  std::string nested_error;
+  int allocator_calls = 0;
+  CompileOptions o = testing_support::cpu_options();
+  o.memory.external_memory_allocator = [&](const AllocationRequest& r) {
+    ++allocator_calls;
+    try {
+      (*self)(args);
+      nested_error = "no error";
+    } catch (const ConcurrencyError& e) {
+      nested_error = e.what();
+    }
+    void* p = std::aligned_alloc(r.alignment, (r.bytes + r.alignment - 1) / r.alignment * r.alignment);
+    return Workspace{p, r.bytes, r.device, [p] { std::free(p); }};
+  };
+  CompiledProgram compiled = compile(smooth_1d(), o);
+  self = &compiled;
+  // A deadlock would hang the suite: wait on another thread and give up loudly instead.
+  auto done = std::async(std::launch::async, [&] { compiled(args); });
+  if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    std::fprintf(stderr, "a call from inside the allocator deadlocked\n");
+    std::_Exit(1);
+  }
+  done.get();
+  EXPECT_EQ(allocator_calls, 1);
+  EXPECT_NE(nested_error.find("called again from inside one of its own calls"), std::string::npos) << nested_error;
+  // The outer call completed with the right values, and the instance still works.
+  Field expected = ramp(12, 0.0);
+  run_reference(smooth_1d(), Arguments().field("in", in).field("out", expected).scalar("n", 11));
+  EXPECT_TRUE(same_bits(expected, out, "out"));
+  compiled(args);
+  EXPECT_EQ(allocator_calls, 1);
+}
+
+TEST(CompiledProgram, EnumOptionsOutOfRangeAreRejectedAtCompileTime) {
+  const ir::Program program = smooth_1d();
+  auto expect_option_error = [&](const CompileOptions& o, const std::string& words) {
+    try {
+      compile(program, o);
+      ADD_FAILURE() << "no error for " << words;
+    } catch (const OptionError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  CompileOptions mode;
+  mode.memory.mode = static_cast<TransientMemoryMode>(7);
+  expect_option_error(mode, "transient memory mode 7 is not a mode");
+  CompileOptions layout;
+  layout.layout = static_cast<Layout>(9);
+  expect_option_error(layout, "layout 9 is not a layout");
+  CompileOptions backend;
+  backend.backend = static_cast<Backend>(5);
+  expect_option_error(backend, "backend 5 is not a backend");
+  CompileOptions device;
+  static char block[256] alignas(256);
+  device.memory.external_workspace[static_cast<Device>(4)] = Workspace{block, 256, static_cast<Device>(4), {}};
+  expect_option_error(device, "device 4, which is not a device");
+  CompileOptions threshold;
+  threshold.parallel_threshold = -1;
+  expect_option_error(threshold, "parallel_threshold must be >= 0");
+}
+
+TEST(CompiledProgram, AbsurdSizesAreATypedErrorNotAWrappedByteCount) {
+  int allocator_calls = 0;
+  CompileOptions o = testing_support::cpu_options();
+  o.memory.external_memory_allocator = [&](const AllocationRequest& r) {
+    ++allocator_calls;
+    return Workspace{nullptr, r.bytes, r.device, {}};
+  };
+  auto compiled = compile(smooth_1d(DType::int64), o);
+  const SizeMap absurd{{"n", std::int64_t(1) << 61}};  // 2^61 float64 values: 2^64 bytes
+  try {
+    compiled.workspace_requirements(absurd);
+    ADD_FAILURE() << "workspace_requirements accepted 2^61 points";
+  } catch (const DomainError& e) {
+    EXPECT_NE(std::string(e.what()).find("transient 't'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("too large"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(compiled.memory_plan(absurd), DomainError);
+  EXPECT_THROW(compiled.prepare(absurd), DomainError);
+  EXPECT_EQ(allocator_calls, 0);
+  // Sizes that fit are still planned exactly: 2^20 + 2 points of t.
+  const auto req = compiled.workspace_requirements({{"n", std::int64_t(1) << 20}});
+  ASSERT_EQ(req.size(), 1u);
+  EXPECT_EQ(req[0].bytes, ((std::size_t(1) << 20) + 1) * 8 / 256 * 256 + 256);
+}
+
+}  // namespace
+}  // namespace fieldflow
