@@ -15,6 +15,12 @@ namespace fieldflow {
 CompiledProgram compile(const ir::Program& program, const CompileOptions& options) {
   // Options are checked now, never at the first call.
   (void)options.memory.resolved_mode();
+  if (static_cast<unsigned>(options.backend) > static_cast<unsigned>(Backend::cpu))
+    throw OptionError(fmt::format("program '{}': backend {} is not a backend: expected reference (0) or cpu (1)",
+                                  program.name, static_cast<unsigned>(options.backend)));
+  if (static_cast<unsigned>(options.layout) > static_cast<unsigned>(Layout::horizontal_fastest))
+    throw OptionError(fmt::format("program '{}': layout {} is not a layout: expected vertical_fastest (0) or "
+                                  "horizontal_fastest (1)", program.name, static_cast<unsigned>(options.layout)));
   if (options.num_threads < 0)
     throw OptionError(fmt::format("program '{}': num_threads must be >= 0 (0: OpenMP default), given {}",
                                   program.name, options.num_threads));

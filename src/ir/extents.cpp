@@ -81,8 +81,13 @@ int Box::axis(const Dimension& d) const {
 
 std::int64_t Box::count() const {
   std::int64_t n = 1;
-  for (std::size_t a = 0; a < dims.size(); ++a) n *= std::max<std::int64_t>(0, hi[a] - lo[a]);
-  return n;
+  bool saturated = false;
+  for (std::size_t a = 0; a < dims.size(); ++a) {
+    const std::int64_t extent = hi[a] > lo[a] ? hi[a] - lo[a] : 0;
+    if (extent == 0) return 0;
+    saturated |= __builtin_mul_overflow(n, extent, &n);
+  }
+  return saturated ? std::numeric_limits<std::int64_t>::max() : n;  // too many to count is still "not empty"
 }
 
 std::string Box::to_string() const {
@@ -209,12 +214,30 @@ std::int64_t column_stride(const Transient& t, const Box& box) {
 }
 
 std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtents& e, int threads) {
+  // Sizes are the caller's: absurd ones must give a typed error, never a byte count that wrapped
+  // around (a small workspace that the kernels would then overrun). The limit leaves room for
+  // rounding every transient up to its alignment and adding them all up in the memory plan.
+  constexpr std::uint64_t limit = std::numeric_limits<std::int64_t>::max() / 4;
   std::vector<std::size_t> bytes;
+  std::uint64_t total = 0;
   for (std::size_t t = 0; t < s.transients.size(); ++t) {
     const Transient& tr = s.transients[t];
-    const std::int64_t elements = tr.column_local ? threads * column_stride(tr, e.transient_boxes[t])
-                                                  : e.transient_boxes[t].count();
-    bytes.push_back(static_cast<std::size_t>(elements) * size_of(tr.dtype));
+    const Box& box = e.transient_boxes[t];
+    std::uint64_t n = tr.column_local ? static_cast<std::uint64_t>(threads) : 1;
+    bool overflow = false;
+    if (tr.column_local) {
+      overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(column_stride(tr, box)), &n);
+    } else {
+      for (std::size_t a = 0; a < box.dims.size(); ++a)
+        overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(std::max<std::int64_t>(0, box.hi[a] - box.lo[a])), &n);
+    }
+    overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(size_of(tr.dtype)), &n);
+    overflow |= n > limit || __builtin_add_overflow(total, n, &total) || total > limit;
+    if (overflow)
+      throw DomainError(fmt::format("program '{}': transient '{}' over {} would need more than {} bytes (together with "
+                                    "the transients before it): the call's sizes are too large",
+                                    s.program.name, tr.name, box.to_string(), limit));
+    bytes.push_back(static_cast<std::size_t>(n));
   }
   return bytes;
 }

@@ -99,7 +99,14 @@ TransientMemoryMode MemoryOptions::resolved_mode() const {
   const bool has_allocator = static_cast<bool>(external_memory_allocator);
   const bool has_workspace = !external_workspace.empty();
 
+  // An enum is only a number: a value cast from a host's integer setting may name no mode at all.
+  if (mode && static_cast<unsigned>(*mode) > static_cast<unsigned>(TransientMemoryMode::external))
+    throw OptionError(fmt::format("transient memory mode {} is not a mode: expected scoped (0), persistent (1), pool (2) "
+                                  "or external (3)", static_cast<unsigned>(*mode)));
   for (const auto& [device, ws] : external_workspace) {
+    if (static_cast<unsigned>(device) > static_cast<unsigned>(Device::cuda))
+      throw OptionError(fmt::format("external_workspace has an entry for device {}, which is not a device: expected "
+                                    "cpu (0) or cuda (1)", static_cast<unsigned>(device)));
     if (ws.device != device)
       throw OptionError(fmt::format(
           "external_workspace entry for device {} describes a buffer on device {}: the key and "
