@@ -2,7 +2,8 @@
 // One test body, two backends: the language tests call run_program(), which is the reference
 // executor in test_reference and, in test_reference_cpu (built from the same sources with
 // FIELDFLOW_TEST_CPU_BACKEND), the compiled CPU backend checked against the reference: same
-// results bit for bit, or the same kind of error.
+// results bit for bit, or the same kind of error, on the serial path and on the parallel path at
+// 2, 3 and 4 threads.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -22,21 +23,26 @@ inline void run_program(const ir::Program& p, const Arguments& args) { run_refer
 #else
 
 inline void run_program(const ir::Program& p, const Arguments& args) {
+  // Arguments like `args` but over copies of its fields (pairs: original, copy).
+  auto copy_arguments = [&](std::list<Field>& copies, std::vector<std::pair<const Field*, const Field*>>& pairs) {
+    Arguments copy;
+    for (const auto& e : args.entries()) {
+      switch (e.kind) {
+        case Arguments::Entry::Kind::field:
+          copies.push_back(e.field->clone());
+          copy.field(e.name, copies.back());
+          pairs.push_back({e.field, &copies.back()});
+          break;
+        case Arguments::Entry::Kind::scalar: copy.scalar(e.name, e.scalar); break;
+        case Arguments::Entry::Kind::connectivity: copy.connectivity(e.name, *e.table); break;
+      }
+    }
+    return copy;
+  };
   // The reference runs on copies of every field first, so both start from the same data.
   std::list<Field> copies;
-  Arguments ref_args;
   std::vector<std::pair<const Field*, const Field*>> pairs;
-  for (const auto& e : args.entries()) {
-    switch (e.kind) {
-      case Arguments::Entry::Kind::field:
-        copies.push_back(e.field->clone());
-        ref_args.field(e.name, copies.back());
-        pairs.push_back({e.field, &copies.back()});
-        break;
-      case Arguments::Entry::Kind::scalar: ref_args.scalar(e.name, e.scalar); break;
-      case Arguments::Entry::Kind::connectivity: ref_args.connectivity(e.name, *e.table); break;
-    }
-  }
+  Arguments ref_args = copy_arguments(copies, pairs);
   const std::type_info* ref_error = nullptr;
   std::exception_ptr ref_exception;
   try {
@@ -60,6 +66,28 @@ inline void run_program(const ir::Program& p, const Arguments& args) {
     EXPECT_THROW(compile(p, options)(args), LayoutError) << "fields of mixed layouts must be refused";
     run_reference(p, args);
     return;
+  }
+  // The parallel path (threads started however small the call), at thread counts that split the
+  // work evenly and unevenly, on copies: the same bits or the same kind of error.
+  for (int threads : {2, 3, 4}) {
+    CompileOptions parallel = options;
+    parallel.num_threads = threads;
+    parallel.parallel_threshold = 0;
+    std::list<Field> mine;
+    std::vector<std::pair<const Field*, const Field*>> my_pairs;
+    Arguments my_args = copy_arguments(mine, my_pairs);
+    try {
+      compile(p, parallel)(my_args);
+      EXPECT_EQ(ref_error, nullptr) << "the reference raised an error but the compiled backend at " << threads
+                                    << " threads succeeded";
+      for (std::size_t f = 0; f < pairs.size() && !ref_error; ++f)
+        EXPECT_EQ(std::memcmp(my_pairs[f].second->data(), pairs[f].second->data(), pairs[f].second->bytes()), 0)
+            << "compiled result at " << threads << " threads differs from the reference in field "
+            << pairs[f].first->describe();
+    } catch (const Error& e) {
+      EXPECT_TRUE(ref_error && *ref_error == typeid(e))
+          << "compiled backend at " << threads << " threads raised " << typeid(e).name() << " (" << e.what() << ")";
+    }
   }
   try {
     compile(p, options)(args);
