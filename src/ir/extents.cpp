@@ -161,6 +161,7 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
       bool active = restrict_box(kern, acc.constraints, sizes, sub);
       if (!active) continue;
       Box need;
+      std::vector<ConcreteExtents::TablePath> paths;
       for (const DimAccess& d : acc.dims) {
         std::int64_t lo = 0, hi = 0;
         switch (d.kind) {
@@ -171,10 +172,15 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
             hi = sub.hi[a] + d.max_offset;
             break;
           }
-          case DimAccess::Kind::table:
+          case DimAccess::Kind::table: {
             lo = d.min_offset;
             hi = size_symbol(sizes, d.dim) + d.max_offset;
+            const int r = d.hops.empty() ? -1 : sub.axis(d.root);
+            if (r >= 0)
+              paths.push_back({static_cast<int>(need.dims.size()), d.hops, sub.lo[r] + d.root_min,
+                               sub.hi[r] + d.root_max, d.min_offset, d.max_offset});
             break;
+          }
           case DimAccess::Kind::local: lo = 0; hi = d.extent; break;
           case DimAccess::Kind::dynamic: {
             // Checked in the kernel; a transient still needs the kernel's own range.
@@ -192,7 +198,7 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
       if (t >= 0) {
         unite(out.transient_boxes[t], need);
       } else {
-        out.kernel_reads.push_back({acc.buffer, k, need});
+        out.kernel_reads.push_back({acc.buffer, k, need, std::move(paths)});
         auto it = out.param_reads.find(acc.buffer);
         if (it == out.param_reads.end()) {
           const Param* p = s.program.find(acc.buffer);

@@ -30,7 +30,7 @@ std::string Position::key() const {
 
 Position loop_position(const std::vector<Dimension>& loop_dims) {
   Position p;
-  for (const auto& d : loop_dims) p.coords.push_back({d, DimAccess::Kind::loop, 0, "", 0});
+  for (const auto& d : loop_dims) p.coords.push_back({d, DimAccess::Kind::loop, 0, "", 0, {}, {}, 0});
   return p;
 }
 
@@ -73,7 +73,20 @@ class Walker {
           slot = local->via;
         }
         Coord nb{e.conn.target, DimAccess::Kind::table, 0,
-                 fmt::format("{}[{}]({})", e.conn.name, slot, Position{{*src}, {}}.key()), 0};
+                 fmt::format("{}[{}]({})", e.conn.name, slot, Position{{*src}, {}}.key()), 0, {}, {}, 0};
+        // The rows this table is read at are known from the loop box when the source index is a
+        // loop index, or itself found that way (chained shifts); the call checks exactly those.
+        const TableHop hop{e.conn.name, e.offset >= 0 ? static_cast<int>(e.offset) : -1};
+        if (src->kind == DimAccess::Kind::loop) {
+          nb.hops = {hop};
+          nb.root = src->dim;
+          nb.root_offset = src->offset;
+        } else if (src->kind == DimAccess::Kind::table && !src->hops.empty() && src->offset == 0) {
+          nb.hops = src->hops;
+          nb.hops.push_back(hop);
+          nb.root = src->root;
+          nb.root_offset = src->root_offset;
+        }
         std::erase_if(q.coords, [&](const Coord& c) {
           return c.dim == e.conn.source || (e.offset < 0 && c.dim == e.conn.local);
         });
@@ -85,7 +98,8 @@ class Walker {
         Position q = p;
         FIELDFLOW_ASSERT(!q.find(e.conn.local), "nested reductions over the same connectivity");
         q.coords.push_back({e.conn.local, DimAccess::Kind::local, 0,
-                            fmt::format("slot{}@{}", static_cast<const void*>(&e), p.key()), e.conn.max_neighbors});
+                            fmt::format("slot{}@{}", static_cast<const void*>(&e), p.key()), e.conn.max_neighbors, {}, {},
+                            0});
         walk(*e.args[0], q, -1);
         return;
       }

@@ -18,6 +18,10 @@ struct Coord {
   std::int64_t offset = 0;  // loop / table: added to the index
   std::string via;          // table / local / dynamic: how the index is obtained (identity)
   int extent = 0;           // local: number of neighbour slots
+  // table: how the index is found from the loop box (see DimAccess::hops); empty when it is not.
+  std::vector<TableHop> hops;
+  Dimension root;
+  std::int64_t root_offset = 0;
 };
 
 struct Position {

@@ -23,6 +23,14 @@ struct Condition {
   }
 };
 
+// One step of a table-indexed read: the index is looked up in `connectivity`, at neighbour slot
+// `slot`, or at every slot (-1: a reduction or a local field over the neighbours).
+struct TableHop {
+  std::string connectivity;
+  int slot = -1;
+  friend bool operator==(const TableHop&, const TableHop&) = default;
+};
+
 // How one read of a buffer indexes one of the buffer's dimensions.
 struct DimAccess {
   enum class Kind : std::uint8_t {
@@ -35,6 +43,12 @@ struct DimAccess {
   Kind kind = Kind::loop;
   std::int64_t min_offset = 0, max_offset = 0;
   int extent = 0;  // local: max_neighbors
+  // table: the rows of the first table are the kernel's loop index along `root` plus an offset in
+  // [root_min, root_max], then each hop looks up the next index. Empty when the rows are not known
+  // from the loop box (a data-dependent source): any index of the dimension may be read.
+  std::vector<TableHop> hops;
+  Dimension root;
+  std::int64_t root_min = 0, root_max = 0;
 };
 
 // A read of a buffer (a field parameter or a transient) somewhere in a kernel, possibly only in
@@ -112,10 +126,19 @@ struct ConcreteExtents {
   std::vector<Box> kernel_domains;         // per kernel: the loop box
   std::vector<Box> transient_boxes;        // per transient: the box it must cover
   std::map<std::string, Box> param_reads;  // per field parameter: the box the call reads
+  // A table-indexed axis of a read, resolved against the tables' contents when a call is bound:
+  // the box has the bounding range of every index the dimension has (sizes alone say no more).
+  struct TablePath {
+    int axis;                       // of the read's box
+    std::vector<TableHop> hops;
+    std::int64_t row_lo, row_hi;    // rows of the first table
+    std::int64_t min_offset, max_offset;  // added to the index the last hop finds
+  };
   struct KernelRead {
     std::string param;
     int kernel;
     Box box;
+    std::vector<TablePath> paths;
   };
   std::vector<KernelRead> kernel_reads;  // the same per kernel, for messages naming the call
   struct TableRows {

@@ -15,7 +15,9 @@ using ir::DimAccess;
 bool same_shape(const Access& a, const Access& b) {
   if (a.buffer != b.buffer || a.constraints != b.constraints || a.dims.size() != b.dims.size()) return false;
   for (std::size_t i = 0; i < a.dims.size(); ++i)
-    if (!(a.dims[i].dim == b.dims[i].dim) || a.dims[i].kind != b.dims[i].kind) return false;
+    if (!(a.dims[i].dim == b.dims[i].dim) || a.dims[i].kind != b.dims[i].kind || a.dims[i].hops != b.dims[i].hops ||
+        !(a.dims[i].root == b.dims[i].root))
+      return false;
   return true;
 }
 
@@ -25,6 +27,8 @@ void add_access(std::vector<Access>& list, Access a) {
       for (std::size_t i = 0; i < a.dims.size(); ++i) {
         b.dims[i].min_offset = std::min(b.dims[i].min_offset, a.dims[i].min_offset);
         b.dims[i].max_offset = std::max(b.dims[i].max_offset, a.dims[i].max_offset);
+        b.dims[i].root_min = std::min(b.dims[i].root_min, a.dims[i].root_min);
+        b.dims[i].root_max = std::max(b.dims[i].root_max, a.dims[i].root_max);
       }
       return;
     }
@@ -55,7 +59,7 @@ void infer_accesses(ir::Schedule& s) {
                              const ir::Coord* src = p.find(e.conn.source);
                              FIELDFLOW_ASSERT(src, "neighbour shift without its source");
                              k.fixed_shifts.push_back({e.conn.name, static_cast<int>(e.offset),
-                                                       {e.conn.source, src->kind, src->offset, src->offset, 0},
+                                                       {e.conn.source, src->kind, src->offset, src->offset, 0, {}, {}, 0, 0},
                                                        p.constraints});
                            }
                          }
@@ -65,7 +69,8 @@ void infer_accesses(ir::Schedule& s) {
                          for (const Dimension& d : e.type.dims) {
                            const ir::Coord* c = p.find(d);
                            FIELDFLOW_ASSERT(c, "read of " + e.name + " at a position without " + d.name);
-                           a.dims.push_back({d, c->kind, c->offset, c->offset, c->extent});
+                           a.dims.push_back({d, c->kind, c->offset, c->offset, c->extent, c->hops, c->root,
+                                             c->root_offset, c->root_offset});
                          }
                          add_access(k.accesses, std::move(a));
                          return true;

@@ -482,5 +482,96 @@ TEST_F(Meshes, TwoCallsCellsThenVertices) {
   }));
 }
 
+// A field needs to cover only the points a call really reads: a vertex field allocated from a
+// non-zero origin, read through neighbour shifts over a range of edges whose vertices all lie in
+// it, is accepted by both backends (the compiled one used to check the whole table range), and a
+// field one vertex short is rejected by both.
+struct VertexWindow {
+  std::int64_t edge_lo, edge_hi, vertex_lo, vertex_hi;
+};
+VertexWindow window_of_edges(const Mesh& m, const std::vector<std::int32_t>& (*rows)(const Mesh&, std::int64_t)) {
+  VertexWindow w{ne(m) / 2, ne(m), nv(m), 0};
+  for (std::int64_t e = w.edge_lo; e < w.edge_hi; ++e)
+    for (std::int32_t v : rows(m, e))
+      if (v >= 0) {
+        w.vertex_lo = std::min<std::int64_t>(w.vertex_lo, v);
+        w.vertex_hi = std::max<std::int64_t>(w.vertex_hi, v + 1);
+      }
+  return w;
+}
+const std::vector<std::int32_t>& e2v_rows(const Mesh& m, std::int64_t e) {
+  static std::vector<std::int32_t> row;
+  const auto& t = m.table("E2V");
+  row = {t(e, 0), t(e, 1)};
+  return row;
+}
+const std::vector<std::int32_t>& e2c_c2v_rows(const Mesh& m, std::int64_t e) {
+  static std::vector<std::int32_t> row;
+  row.clear();
+  for (int n = 0; n < 2; ++n) {
+    const std::int32_t c = m.table("E2C")(e, n);
+    row.push_back(c < 0 ? -1 : m.table("C2V")(c, 2));
+  }
+  return row;
+}
+
+TEST_F(Meshes, VertexFieldFromANonZeroOriginCoversTheVerticesReadThroughE2V) {
+  const VertexWindow w = window_of_edges(bounded, e2v_rows);
+  ASSERT_GT(w.vertex_lo, 0) << "the test needs edges whose vertices avoid vertex 0";
+  ProgramBuilder pb("windowed_edge_diff");
+  Expr fv = pb.field("fv", {Vertex}, DType::float64);
+  Expr out = pb.field("out", {Edge}, DType::float64);
+  pb.call("diff", fv(E2V[1]) - fv(E2V[0]) + neighbor_sum(fv(E2V), E2V), {out}, {{Edge, w.edge_lo, w.edge_hi}});
+  const ir::Program program = pb.build();
+  Field f({Vertex}, DType::float64, {w.vertex_hi - w.vertex_lo}, {w.vertex_lo});
+  fill_pattern(f, 3);
+  Field o = on(Edge, ne(bounded), -1);
+  run_program(program, Arguments().field("fv", f).field("out", o).connectivity("E2V", bounded.table("E2V")));
+  const auto& t = bounded.table("E2V");
+  EXPECT_TRUE(matches(o, [&](const Index& x) {
+    if (x[0] < w.edge_lo) return kSentinel;
+    const double a = at1(f, t(x[0], 0)), b = at1(f, t(x[0], 1));
+    return b - a + (a + b);
+  }));
+  // One vertex short at either end: both backends reject the call before writing.
+  for (auto [lo, hi] : {std::pair{w.vertex_lo + 1, w.vertex_hi}, std::pair{w.vertex_lo, w.vertex_hi - 1}}) {
+    Field shorter({Vertex}, DType::float64, {hi - lo}, {lo});
+    Field untouched = on(Edge, ne(bounded), -1);
+    EXPECT_ERROR(DomainError,
+                 run_program(program, Arguments().field("fv", shorter).field("out", untouched).connectivity("E2V", bounded.table("E2V"))),
+                 "fv");
+    EXPECT_TRUE(matches(untouched, [&](const Index&) { return kSentinel; }));
+  }
+}
+
+TEST_F(Meshes, ChainedShiftsAreCheckedAgainstTheVerticesTheyReach) {
+  const VertexWindow w = window_of_edges(bounded, e2c_c2v_rows);
+  ASSERT_TRUE(w.vertex_lo > 0 || w.vertex_hi < nv(bounded)) << "the test needs a window narrower than the mesh";
+  const Connectivity E2C = make_connectivity("E2C", Edge, Cell, 2);
+  ProgramBuilder pb("windowed_chain");
+  Expr fv = pb.field("fv", {Vertex}, DType::float64);
+  Expr out = pb.field("out", {Edge}, DType::float64);
+  // Edges whose second cell is missing on the bounded mesh are skipped by the reduction.
+  pb.call("chain", neighbor_sum(fv(C2V[2])(E2C), E2C), {out}, {{Edge, w.edge_lo, w.edge_hi}});
+  const ir::Program program = pb.build();
+  Field f({Vertex}, DType::float64, {w.vertex_hi - w.vertex_lo}, {w.vertex_lo});
+  fill_pattern(f, 4);
+  Field o = on(Edge, ne(bounded), -1);
+  auto args = [&](Field& fv_field, Field& out_field) {
+    return Arguments().field("fv", fv_field).field("out", out_field).connectivity("E2C", bounded.table("E2C"))
+        .connectivity("C2V", bounded.table("C2V"));
+  };
+  run_program(program, args(f, o));
+  const auto& e2c = bounded.table("E2C");
+  const auto& c2v = bounded.table("C2V");
+  EXPECT_TRUE(matches(o, [&](const Index& x) {
+    if (x[0] < w.edge_lo) return kSentinel;
+    double sum = 0;
+    for (int n = 0; n < 2; ++n)
+      if (e2c(x[0], n) >= 0) sum += at1(f, c2v(e2c(x[0], n), 2));
+    return sum;
+  }));
+}
+
 }  // namespace
 }  // namespace fieldflow
