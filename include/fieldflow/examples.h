@@ -26,6 +26,7 @@ namespace fieldflow::examples {
 // make_torus_mesh(nx, ny) (nx, ny >= 3) with nk levels.
 struct ExampleSize {
   int nx = 16, ny = 16, nk = 8;
+  bool bounded = false;  // unstructured: make_bounded_mesh (tables with skip values -1) instead of the torus
 };
 
 // All data of one call of an example: owns its fields (and the mesh, for unstructured examples).

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -54,7 +55,8 @@ struct DemoAllocator {
 
 void run_demo(const examples::ExampleSize& size, int calls, const std::string& only) {
   fmt::print("fieldflow demo: every built-in program, reference executor vs compiled (cpu backend) in each "
-             "transient-memory mode; {} timed calls per mode\n\n", calls);
+             "transient-memory mode; {} timed calls per mode; {} OpenMP threads for kernels above {} points\n\n",
+             calls, omp_get_max_threads(), CompileOptions{}.parallel_threshold);
   for (const auto& ex : examples::all_examples()) {
     if (!only.empty() && ex.name != only) continue;
     auto ref = ex.make_instance(size, Layout::vertical_fastest, 1);
@@ -107,7 +109,9 @@ void run_demo(const examples::ExampleSize& size, int calls, const std::string& o
 
 void add_demo(CLI::App& app) {
   auto* cmd = app.add_subcommand("demo", "Run the built-in programs: reference vs compiled, in every memory mode");
-  auto size = std::make_shared<std::string>("32x32x16");
+  // Large enough that every program's kernels run on the parallel path (above the default
+  // parallel_threshold of 16,384 points), small enough that the reference takes seconds.
+  auto size = std::make_shared<std::string>("48x48x16");
   auto calls = std::make_shared<int>(5);
   auto only = std::make_shared<std::string>();
   cmd->add_option("--size", *size, "Grid NXxNYxNK (mesh: torus NXxNY with NK levels)");

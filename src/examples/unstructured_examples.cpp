@@ -1,4 +1,5 @@
-// Unstructured examples on the periodic triangular mesh make_torus_mesh(nx, ny) with nk levels.
+// Unstructured examples on the periodic triangular mesh make_torus_mesh(nx, ny) with nk levels
+// (or, with ExampleSize::bounded, on make_bounded_mesh, whose tables have skip values).
 //
 // Programs take the number of elements of the location they write (n_vertices, n_edges or
 // n_cells) and nk as int32 scalars, and write [0, n) x [0, nk). Inputs hold smooth periodic
@@ -64,7 +65,7 @@ struct MeshSetup {
   std::uint64_t seed;
 
   MeshSetup(const ExampleSize& s, Layout l, std::uint64_t sd)
-      : mesh(std::make_shared<const Mesh>(make_torus_mesh(s.nx, s.ny))),
+      : mesh(std::make_shared<const Mesh>(s.bounded ? make_bounded_mesh(s.nx, s.ny) : make_torus_mesh(s.nx, s.ny))),
         pos(positions(*mesh, s.nx, s.ny)), nx(s.nx), ny(s.ny), nk(s.nk), layout(l), seed(sd) {}
 
   std::int64_t count(const Dimension& loc) const { return mesh->size_of(loc.name); }
@@ -219,6 +220,7 @@ Example make_nabla4() {
         const double len = std::hypot(m.pos.edge_dx[e], m.pos.edge_dy[e]);
         const double n = x_component ? m.pos.edge_dy[e] / len : -m.pos.edge_dx[e] / len;
         const auto vert = e2c2v(e, static_cast<int>(k));
+        if (vert < 0) return 0.0;  // a missing neighbour (bounded mesh): skipped by the sum anyway
         return n * vary(m.pos.vx[vert], m.pos.vy[vert], static_cast<double>(k));
       });
     };
@@ -229,6 +231,7 @@ Example make_nabla4() {
     inst.fields.emplace("z_nabla2_e", m.level_field("z_nabla2_e", dim_edge(), 0.25, 0.5));
     inst.fields.emplace("inv_vert_vert_length", m.element_field(dim_edge(), [&](std::int64_t e) {
       const auto a = e2c2v(e, 2), b = e2c2v(e, 3);
+      if (a < 0 || b < 0) return 0.0;  // a boundary edge of the bounded mesh has one cell only
       return 1.0 / std::hypot(nearest(m.pos.vx[b] - m.pos.vx[a], m.nx), nearest(m.pos.vy[b] - m.pos.vy[a], m.ny));
     }));
     inst.fields.emplace("inv_primal_edge_length",

@@ -43,6 +43,35 @@ TEST_P(CpuExamples, RepeatedCallsGiveIdenticalResults) {
   for (auto& [name, field] : a.fields) EXPECT_TRUE(same_bits(field, b.fields.at(name), name));
 }
 
+// The parallel path: threads start however small the call (parallel_threshold 0), at 1 to 4
+// threads (3 splits every size here unevenly), at sizes no thread count or block divides, and for
+// mesh programs also on the bounded mesh, whose tables have skip values.
+TEST_P(CpuExamples, ParallelPathEqualsReferenceAtOneToFourThreads) {
+  const auto& ex = examples::example(GetParam().name);
+  const Layout layout = GetParam().layout;
+  std::vector<CompiledProgram> programs;
+  for (int threads = 1; threads <= 4; ++threads) {
+    CompileOptions o = testing_support::cpu_options(layout);
+    o.num_threads = threads;
+    o.parallel_threshold = 0;
+    programs.push_back(compile(ex.program, o));
+  }
+  std::vector<examples::ExampleSize> sizes = {{13, 7, 5}, {5, 11, 9}};
+  if (ex.unstructured) sizes.push_back({7, 5, 7, true});
+  for (const examples::ExampleSize& size : sizes) {
+    auto ref = ex.make_instance(size, layout, 11);
+    run_reference(ex.program, ref.arguments());
+    for (int threads = 1; threads <= 4; ++threads) {
+      auto cpu = ex.make_instance(size, layout, 11);
+      programs[threads - 1](cpu.arguments());
+      for (auto& [name, field] : ref.fields)
+        EXPECT_TRUE(same_bits(field, cpu.fields.at(name), ex.name + "." + name))
+            << threads << " threads, size " << size.nx << "x" << size.ny << "x" << size.nk
+            << (size.bounded ? " (bounded mesh)" : "");
+    }
+  }
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (const auto& ex : examples::all_examples())
