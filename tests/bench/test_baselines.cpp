@@ -25,23 +25,24 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.program << (c.layout == Layout::vertical_fastest ? " vertical_fastest " : " horizontal_fastest ")
-      << c.size.nx << "x" << c.size.ny << "x" << c.size.nk;
+      << c.size.nx << "x" << c.size.ny << "x" << c.size.nk << (c.size.bounded ? " bounded" : "");
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return c.program + "_" + (c.layout == Layout::vertical_fastest ? "vf" : "hf") + "_" + std::to_string(c.size.nx) +
-         "x" + std::to_string(c.size.ny) + "x" + std::to_string(c.size.nk);
+         "x" + std::to_string(c.size.ny) + "x" + std::to_string(c.size.nk) + (c.size.bounded ? "_bounded" : "");
 }
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (const auto& ex : examples::all_examples())
     for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
-      // Odd, unequal sizes catch swapped strides; the meshes are tori (nx, ny >= 3).
+      // Odd, unequal sizes catch swapped strides; 21 J rows take several vadv blocks (8 columns,
+      // 2 rows) and a remainder. Meshes: tori, and the bounded mesh whose tables have skip values.
       const std::vector<examples::ExampleSize> sizes =
-          ex.unstructured ? std::vector<examples::ExampleSize>{{5, 4, 7}, {3, 6, 1}}
-                          : std::vector<examples::ExampleSize>{{11, 7, 9}, {5, 6, 1}, {3, 4, 2}};
+          ex.unstructured ? std::vector<examples::ExampleSize>{{5, 4, 7}, {3, 6, 1}, {9, 7, 5, true}, {4, 3, 2, true}}
+                          : std::vector<examples::ExampleSize>{{11, 7, 9}, {5, 6, 1}, {3, 4, 2}, {13, 21, 6}};
       for (const auto& s : sizes) cases.push_back({ex.name, layout, s});
     }
   return cases;
