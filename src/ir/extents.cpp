@@ -1,6 +1,7 @@
 // Concrete extents of a schedule for one call's sizes (see schedule.h).
 #include <fmt/format.h>
 #include <limits>
+#include <tuple>
 
 #include "fieldflow/errors.h"
 #include "ir/schedule.h"
@@ -98,7 +99,8 @@ std::string Box::to_string() const {
 
 std::string location_size_symbol(const Dimension& d) { return "len(" + d.name + ")"; }
 
-ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, std::int64_t>& sizes) {
+ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, std::int64_t>& sizes,
+                                const TableResolver& resolve) {
   ConcreteExtents out;
   out.kernel_domains.resize(s.kernels.size());
   for (const auto& t : s.transients) out.transient_boxes.push_back(empty_box(t.dims));
@@ -176,9 +178,16 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
             lo = d.min_offset;
             hi = size_symbol(sizes, d.dim) + d.max_offset;
             const int r = d.hops.empty() ? -1 : sub.axis(d.root);
-            if (r >= 0)
-              paths.push_back({static_cast<int>(need.dims.size()), d.hops, sub.lo[r] + d.root_min,
-                               sub.hi[r] + d.root_max, d.min_offset, d.max_offset});
+            if (r < 0) break;
+            const ConcreteExtents::TablePath path{static_cast<int>(need.dims.size()), d.hops, sub.lo[r] + d.root_min,
+                                                  sub.hi[r] + d.root_max, d.min_offset, d.max_offset};
+            if (!resolve) {
+              paths.push_back(path);
+            } else if (const auto range = resolve(path)) {
+              std::tie(lo, hi) = *range;
+            } else {
+              active = false;  // the tables lead nowhere: nothing is read
+            }
             break;
           }
           case DimAccess::Kind::local: lo = 0; hi = d.extent; break;
@@ -194,6 +203,7 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
         need.lo.push_back(lo);
         need.hi.push_back(hi);
       }
+      if (!active) continue;
       const int t = s.transient_index(acc.buffer);
       if (t >= 0) {
         unite(out.transient_boxes[t], need);

@@ -2,6 +2,7 @@
 // ir::Schedule: what the lowering passes decide, as plain data. Ordered kernels over domains and
 // the transients they exchange. Everything here prints, so passes are tested on IR alone, and the
 // runtime evaluates it (extents, memory plan) for each call's sizes without re-running passes.
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -154,11 +155,20 @@ struct ConcreteExtents {
 // horizontal dimension a neighbour table indexes (from the tables' n_source / n_target).
 std::string location_size_symbol(const Dimension& d);
 
+// The bounding range [lo, hi) of the indices a table-indexed read reaches with one call's tables;
+// nullopt when it reaches none.
+using TableResolver =
+    std::function<std::optional<std::pair<std::int64_t, std::int64_t>>(const ConcreteExtents::TablePath&)>;
+
 // Extents for given sizes: walks kernels from last to first, so a transient covers exactly what
 // its consumers read (in the branches of concat_where that run), and scan results cover exactly
 // their statement's range along the swept dimension. Throws DomainError when a consumer reads a
-// scan outside its swept range.
-ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, std::int64_t>& sizes);
+// scan outside its swept range. Without a resolver, a read through a neighbour table may reach
+// any index of its dimension (what memory is sized for: sizes alone say no more); with the call's
+// tables, loop boxes and reads shrink to the indices the tables really give, and are subsets of
+// the former.
+ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, std::int64_t>& sizes,
+                                const TableResolver& resolve = {});
 
 // Elements of one thread's column of a column-local transient (padded to 64 bytes).
 std::int64_t column_stride(const Transient& t, const Box& box);

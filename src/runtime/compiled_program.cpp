@@ -4,7 +4,6 @@
 
 #include <cstring>
 #include <optional>
-#include <tuple>
 #include <thread>
 #include <fmt/format.h>
 #include <omp.h>
@@ -178,14 +177,51 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
   binding.valid = true;  // only now: a rejected call must not leave a binding that skips the checks
 }
 
+namespace {
+
+// The bounding range [lo, hi) of the indices a table-indexed read reaches, walking the bound
+// tables from its rows; empty when it reaches none (no rows, or every path meets a missing
+// neighbour, which reductions skip and fixed-index shifts reject elsewhere).
+std::optional<std::pair<std::int64_t, std::int64_t>> reached_range(const ir::Program& p,
+                                                                   const std::vector<const NeighborTable*>& tables,
+                                                                   const ir::ConcreteExtents::TablePath& path) {
+  std::vector<std::int64_t> rows;
+  for (std::int64_t r = path.row_lo; r < path.row_hi; ++r) rows.push_back(r);
+  for (const ir::TableHop& hop : path.hops) {
+    const NeighborTable& t = *tables[p.index_of(hop.connectivity)];
+    std::vector<char> reached(static_cast<std::size_t>(std::max<std::int64_t>(0, t.n_target)), 0);
+    const int slot_lo = hop.slot < 0 ? 0 : hop.slot, slot_hi = hop.slot < 0 ? t.max_neighbors : hop.slot + 1;
+    for (std::int64_t r : rows) {
+      if (r < 0 || r >= t.n_source) continue;
+      for (int n = slot_lo; n < slot_hi; ++n)
+        if (const std::int32_t v = t(r, n); v >= 0 && v < t.n_target) reached[static_cast<std::size_t>(v)] = 1;
+    }
+    rows.clear();
+    for (std::size_t v = 0; v < reached.size(); ++v)
+      if (reached[v]) rows.push_back(static_cast<std::int64_t>(v));
+  }
+  if (rows.empty()) return std::nullopt;
+  return std::pair{rows.front() + path.min_offset, rows.back() + 1 + path.max_offset};
+}
+
+}  // namespace
+
 void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
   sized = false;
+  // Memory and the layout of transients come from the sizes alone (what workspace_requirements
+  // promised); loop boxes and read checks from this call's tables too, so a transient producer
+  // computes only what its readers reach through the tables, and reads only what that needs.
   SizedPlan sp = plan_for(new_sizes);
+  const ir::Program& program = image.program;
+  const auto& tables_of_call = binding.bound.tables;
+  ir::ConcreteExtents exact = ir::compute_extents(image.schedule, new_sizes, [&](const ir::ConcreteExtents::TablePath& path) {
+    return reached_range(program, tables_of_call, path);
+  });
   const ir::Schedule& s = image.schedule;
   // Loop boxes, in each kernel's canonical loop order.
   for (std::size_t k = 0; k < s.kernels.size(); ++k) {
     const auto dims = ir::kernel_loop_dims(s, s.kernels[k]);
-    const ir::Box& box = sp.extents.kernel_domains[k];
+    const ir::Box& box = exact.kernel_domains[k];
     for (std::size_t a = 0; a < dims.size(); ++a) {
       const int axis = box.axis(dims[a]);
       domains[k * 2 * FF_MAX_DIMS + 2 * a] = box.lo[axis];
@@ -239,53 +275,18 @@ void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
   }
   sizes = new_sizes;
   sized_plan = std::move(sp);
+  call_extents = std::move(exact);
   sized = true;
 }
-
-namespace {
-
-// The bounding range [lo, hi) of the indices a table-indexed read reaches, walking the bound
-// tables from its rows; empty when it reaches none (no rows, or every path meets a missing
-// neighbour, which reductions skip and fixed-index shifts reject elsewhere).
-std::optional<std::pair<std::int64_t, std::int64_t>> reached_range(const ir::Program& p,
-                                                                   const std::vector<const NeighborTable*>& tables,
-                                                                   const ir::ConcreteExtents::TablePath& path) {
-  std::vector<std::int64_t> rows;
-  for (std::int64_t r = path.row_lo; r < path.row_hi; ++r) rows.push_back(r);
-  for (const ir::TableHop& hop : path.hops) {
-    const NeighborTable& t = *tables[p.index_of(hop.connectivity)];
-    std::vector<char> reached(static_cast<std::size_t>(std::max<std::int64_t>(0, t.n_target)), 0);
-    const int slot_lo = hop.slot < 0 ? 0 : hop.slot, slot_hi = hop.slot < 0 ? t.max_neighbors : hop.slot + 1;
-    for (std::int64_t r : rows) {
-      if (r < 0 || r >= t.n_source) continue;
-      for (int n = slot_lo; n < slot_hi; ++n)
-        if (const std::int32_t v = t(r, n); v >= 0 && v < t.n_target) reached[static_cast<std::size_t>(v)] = 1;
-    }
-    rows.clear();
-    for (std::size_t v = 0; v < reached.size(); ++v)
-      if (reached[v]) rows.push_back(static_cast<std::int64_t>(v));
-  }
-  if (rows.empty()) return std::nullopt;
-  return std::pair{rows.front() + path.min_offset, rows.back() + 1 + path.max_offset};
-}
-
-}  // namespace
 
 void CompiledProgram::Impl::check_reads() {
   const ir::Program& p = image.program;
   const ir::Schedule& s = image.schedule;
-  // Table-indexed reads are checked against the indices the tables really give for the rows the
-  // call reads, as the reference does point by point. They are checked when a call binds new
-  // tables (or sizes), not on every call: tables are the model's static mesh description.
-  for (const auto& [name, k, sized_need, paths] : sized_plan.extents.kernel_reads) {
-    ir::Box need = sized_need;
-    bool reads_nothing = false;
-    for (const auto& path : paths) {
-      const auto range = reached_range(p, binding.bound.tables, path);
-      if (!range) reads_nothing = true;
-      else std::tie(need.lo[path.axis], need.hi[path.axis]) = *range;
-    }
-    if (reads_nothing) continue;
+  // Reads through neighbour tables are checked against the indices the tables really give for the
+  // rows the call reads (call_extents), as the reference does point by point. They are checked
+  // when a call binds new tables (or sizes), not on every call: tables are the model's static
+  // mesh description.
+  for (const auto& [name, k, need, paths] : call_extents.kernel_reads) {
     const Field& f = *binding.bound.fields[p.index_of(name)];
     for (std::size_t a = 0; a < need.dims.size(); ++a) {
       if (need.hi[a] <= need.lo[a]) continue;
@@ -300,7 +301,7 @@ void CompiledProgram::Impl::check_reads() {
     }
   }
   // Fixed-index shifts through a skip value fail before anything is written.
-  for (const auto& rows : sized_plan.extents.table_rows) {
+  for (const auto& rows : call_extents.table_rows) {
     const NeighborTable& t = *binding.bound.tables[p.index_of(rows.connectivity)];
     const std::int64_t lo = std::max<std::int64_t>(0, rows.lo), hi = rows.hi < 0 ? t.n_source : std::min(rows.hi, t.n_source);
     for (std::int64_t r = lo; r < hi; ++r)

@@ -59,7 +59,8 @@ struct CompiledProgram::Impl {
   } binding;
   SizeMap sizes;
   bool sized = false;
-  SizedPlan sized_plan;
+  SizedPlan sized_plan;          // from the sizes alone: memory, transient layout
+  ir::ConcreteExtents call_extents;  // with the bound tables too: loop boxes, reads, table rows
   std::vector<ff_buffer> buffers;
   std::vector<ff_table> tables;
   std::vector<ff_scalar> scalars, next_scalars;

@@ -573,5 +573,40 @@ TEST_F(Meshes, ChainedShiftsAreCheckedAgainstTheVerticesTheyReach) {
   }));
 }
 
+TEST_F(Meshes, StoredValueIsComputedOnlyWhereItsReadersReachThroughTables) {
+  // t over edges is stored (materialize) and read through V2E by a sub-range of vertices: only
+  // the edges those vertices reach are computed, so fv must cover only the vertices those edges
+  // reach — not every vertex, as a producer looping over all edges would need.
+  const Connectivity E2V_ = E2V;
+  const std::int64_t v_lo = nv(bounded) / 2, v_hi = nv(bounded) / 2 + 3;
+  std::int64_t lo = nv(bounded), hi = 0;
+  const auto& v2e = bounded.table("V2E");
+  const auto& e2v = bounded.table("E2V");
+  for (std::int64_t v = v_lo; v < v_hi; ++v)
+    for (int n = 0; n < 6; ++n)
+      if (const auto e = v2e(v, n); e >= 0) {
+        lo = std::min<std::int64_t>(lo, e2v(e, 0));
+        hi = std::max<std::int64_t>(hi, e2v(e, 0) + 1);
+      }
+  ASSERT_TRUE(lo > 0 || hi < nv(bounded)) << "the test needs a window narrower than the mesh";
+  ProgramBuilder pb("stored_through_tables");
+  Expr fv = pb.field("fv", {Vertex}, DType::float64);
+  Expr out = pb.field("out", {Vertex}, DType::float64);
+  const Expr t = materialize("t", fv(E2V_[0]) * 3.0);
+  pb.call("gather", neighbor_sum(t(V2E), V2E), {out}, {{Vertex, v_lo, v_hi}});
+  const ir::Program program = pb.build();
+  Field f({Vertex}, DType::float64, {hi - lo}, {lo});
+  fill_pattern(f, 5);
+  Field o = on(Vertex, nv(bounded), -1);
+  run_program(program, Arguments().field("fv", f).field("out", o).connectivity("E2V", e2v).connectivity("V2E", v2e));
+  EXPECT_TRUE(matches(o, [&](const Index& x) {
+    if (x[0] < v_lo || x[0] >= v_hi) return kSentinel;
+    double sum = 0;
+    for (int n = 0; n < 6; ++n)
+      if (const auto e = v2e(x[0], n); e >= 0) sum += at1(f, e2v(e, 0)) * 3.0;
+    return sum;
+  }));
+}
+
 }  // namespace
 }  // namespace fieldflow
