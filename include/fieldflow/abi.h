@@ -47,6 +47,7 @@ typedef struct ff_call {
 } ff_call;
 
 #ifdef __cplusplus
+#include <cmath>
 /* Scalar semantics shared by the reference executor and generated code, so both compute the
  * same bits: integer division by zero is 0 (no trap inside a model's time loop), negation wraps,
  * minimum/maximum are std::min/std::max (the second operand wins only if strictly smaller/larger,
@@ -68,6 +69,35 @@ template <class T> inline T ff_neg(T a) {
 template <class T> inline T ff_min(T a, T b) { return b < a ? b : a; }
 template <class T> inline T ff_max(T a, T b) { return a < b ? b : a; }
 template <class T> inline T ff_iabs(T a) { return a < 0 ? ff_neg(a) : a; } /* integers; floats use std::abs */
+/* Float to integer (astype): truncation toward zero; NaN gives 0 and values beyond the integer
+ * type's range saturate, where a plain cast would be undefined behaviour. */
+template <class I, class F> inline I ff_to_int(F x) {
+  constexpr I lowest = static_cast<I>(static_cast<unsigned long long>(1) << (8 * sizeof(I) - 1));
+  constexpr I highest = static_cast<I>(-(lowest + 1));
+  constexpr F bound = -static_cast<F>(lowest); /* 2^(bits - 1): exact in float and double */
+  if (!(x == x)) return 0;
+  if (x >= bound) return highest;
+  if (x <= -bound) return lowest;
+  return static_cast<I>(x);
+}
+/* Hides an integer from the optimizer. Compilers fold (double)(int)x into a truncation of x, which
+ * keeps the sign of -0.25 where the round trip through the integer gives +0; generated code wraps
+ * the integer of such a round trip (only there: it stops vectorisation of the loop around it). */
+template <class T> inline T ff_opaque(T v) {
+#if defined(__GNUC__)
+  __asm__("" : "+r"(v));
+#endif
+  return v;
+}
+/* std::pow with the exponent hidden from constant folding: compilers turn pow(x, 2.0) into x * x
+ * and pow(x, 0.5) into sqrt(x), which differ from pow (the reference) by an ulp for some x. pow is
+ * a library call either way, so the barrier costs nothing measurable. */
+template <class T> inline T ff_pow(T a, T b) {
+#if defined(__GNUC__)
+  __asm__("" : "+m"(b));
+#endif
+  return static_cast<T>(std::pow(a, b));
+}
 }  // namespace fieldflow::abi
 #endif
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "fieldflow/abi.h"
 #include "fieldflow/errors.h"
 
 namespace fieldflow {
@@ -165,8 +166,9 @@ std::string Field::describe() const {
 Scalar Scalar::cast(DType to) const {
   switch (to) {
     case DType::boolean: return Scalar(is_floating(dtype_) ? f_ != 0 : i_ != 0);
-    case DType::int32: return Scalar(static_cast<std::int32_t>(is_floating(dtype_) ? static_cast<std::int64_t>(f_) : i_));
-    case DType::int64: return Scalar(static_cast<std::int64_t>(is_floating(dtype_) ? static_cast<std::int64_t>(f_) : i_));
+    case DType::int32:
+      return Scalar(is_floating(dtype_) ? abi::ff_to_int<std::int32_t>(f_) : static_cast<std::int32_t>(i_));
+    case DType::int64: return Scalar(is_floating(dtype_) ? abi::ff_to_int<std::int64_t>(f_) : i_);
     case DType::float32: return Scalar(is_floating(dtype_) ? static_cast<float>(f_) : static_cast<float>(i_));
     case DType::float64: return Scalar(is_floating(dtype_) ? f_ : static_cast<double>(i_));
   }

@@ -77,7 +77,7 @@ template <class T> Scalar apply_binary(ir::BinaryOp op, T a, T b) {
         if constexpr (std::is_floating_point_v<T>) return Scalar(std::fmod(a, b));
         break;
       case BinaryOp::power:
-        if constexpr (std::is_floating_point_v<T>) return Scalar(static_cast<T>(std::pow(a, b)));
+        if constexpr (std::is_floating_point_v<T>) return Scalar(abi::ff_pow(a, b));
         break;
       default: break;
     }

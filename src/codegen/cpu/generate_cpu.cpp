@@ -168,7 +168,11 @@ class KernelEmitter {
     std::vector<std::string> next;
     for (int c = 0; c < nc; ++c) next.push_back(gen(*scan.body, p, nc > 1 ? c : -1, body, ind));
     memo_.pop_back();
-    for (int c = 0; c < nc; ++c) body += fmt::format("{}c{} = {};\n", pad(ind), c, next[c]);
+    // Every component of the new carry is computed from the whole previous one before any is
+    // replaced: a body may permute them (next[0] may be `c1`).
+    for (int c = 0; c < nc; ++c)
+      body += fmt::format("{}const {} next{} = {};\n", pad(ind), ctype(scan.init[c].dtype()), c, next[c]);
+    for (int c = 0; c < nc; ++c) body += fmt::format("{}c{} = next{};\n", pad(ind), c, c);
     std::vector<std::string> carries;
     for (int c = 0; c < nc; ++c) carries.push_back(fmt::format("c{}", c));
     store_all(carries, p, body, ind);
@@ -333,7 +337,19 @@ class KernelEmitter {
         code += fmt::format("{}}}\n", pad(ind));
         return v;
       }
-      case ExprKind::cast: return define(t, fmt::format("static_cast<{}>({})", ctype(t), gen(*e.args[0], p, -1, code, ind)), code, ind);
+      case ExprKind::cast: {
+        const DType from = e.args[0]->type.dtype;
+        const std::string x = gen(*e.args[0], p, -1, code, ind);
+        if (is_floating(from) && is_integral(t))
+          return define(t, fmt::format("fieldflow::abi::ff_to_int<{}>({})", ctype(t), x), code, ind);
+        // A float -> int -> float round trip: compilers would fold it into a truncation that
+        // keeps the sign of -0.25 (the integer gives +0), so the integer is hidden from them.
+        const ir::Expr* inner = e.args[0].get();
+        while (inner->kind == ExprKind::named || inner->kind == ExprKind::broadcast) inner = inner->args[0].get();
+        if (is_floating(t) && inner->kind == ExprKind::cast && is_floating(inner->args[0]->type.dtype))
+          return define(t, fmt::format("static_cast<{}>(fieldflow::abi::ff_opaque({}))", ctype(t), x), code, ind);
+        return define(t, fmt::format("static_cast<{}>({})", ctype(t), x), code, ind);
+      }
       case ExprKind::broadcast:
       case ExprKind::named: return gen(*e.args[0], p, comp, code, ind);
       case ExprKind::shift: {
@@ -469,7 +485,8 @@ class KernelEmitter {
       switch (e.rop) {
         case ir::ReduceOp::sum: next = fmt::format("static_cast<{}>({} + {})", ctype(t), acc, x); break;
         case ir::ReduceOp::max: next = fmt::format("fieldflow::abi::ff_max({}, {})", acc, x); break;
-        case ir::ReduceOp::min: next = fmt::format("fieldflow::abi::ff_min({}, {})", x, acc); break;
+        // ff_min(acc, x) keeps acc unless x < acc, as the reference folds (ties and NaNs too).
+        case ir::ReduceOp::min: next = fmt::format("fieldflow::abi::ff_min({}, {})", acc, x); break;
       }
       if (branch_free) {
         // The update is computed unconditionally and then selected: a conditional floating-point
@@ -519,7 +536,7 @@ class KernelEmitter {
       case ir::BinaryOp::minimum: return fmt::format("fieldflow::abi::ff_min({}, {})", a, b);
       case ir::BinaryOp::maximum: return fmt::format("fieldflow::abi::ff_max({}, {})", a, b);
       case ir::BinaryOp::fmod: return fmt::format("std::fmod({}, {})", a, b);
-      case ir::BinaryOp::power: return fmt::format("static_cast<{}>(std::pow({}, {}))", ct, a, b);
+      case ir::BinaryOp::power: return fmt::format("fieldflow::abi::ff_pow({}, {})", a, b);
       default: return fmt::format("({} {} {})", a, to_string(e.bop), b);
     }
   }
