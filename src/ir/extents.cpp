@@ -13,6 +13,12 @@ namespace {
 constexpr std::int64_t empty_lo = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t empty_hi = std::numeric_limits<std::int64_t>::min();
 
+// An axis nobody reads ([max, min) while the walk unites reads, or hi < lo) becomes [0, 0).
+void make_empty_axes_zero(Box& b) {
+  for (std::size_t a = 0; a < b.dims.size(); ++a)
+    if (b.hi[a] < b.lo[a]) b.lo[a] = b.hi[a] = 0;
+}
+
 Box empty_box(const std::vector<Dimension>& dims) {
   return {dims, std::vector<std::int64_t>(dims.size(), empty_lo), std::vector<std::int64_t>(dims.size(), empty_hi)};
 }
@@ -113,6 +119,10 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
         box.lo.push_back(r.lo.evaluate(sizes));
         box.hi.push_back(r.hi.evaluate(sizes));
       }
+      // A statement kernel that writes a transient (a double buffer) writes its whole box.
+      if (box.count() > 0)
+        for (const auto& o : kern.outputs)
+          if (const int t = s.transient_index(o); t >= 0) unite(out.transient_boxes[t], box);
     } else {
       // A transient producer covers what its consumers read.
       const int t0 = s.transient_index(kern.outputs.at(0));
@@ -135,8 +145,7 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
             box.hi[a] = hi;
           }
       }
-      for (std::size_t a = 0; a < box.dims.size(); ++a)
-        if (box.hi[a] < box.lo[a]) box.lo[a] = box.hi[a] = 0;  // nobody reads it
+      make_empty_axes_zero(box);  // nobody reads it
       for (const auto& o : kern.outputs) out.transient_boxes[s.transient_index(o)] = box;
     }
     out.kernel_domains[k] = box;
@@ -218,6 +227,9 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
       }
     }
   }
+  // A transient written by a statement kernel (a double buffer) whose readers read nothing is
+  // still the "nothing yet" box of the walk: [max, min) would overflow every size computed from it.
+  for (Box& b : out.transient_boxes) make_empty_axes_zero(b);
   return out;
 }
 

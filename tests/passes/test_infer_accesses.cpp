@@ -22,6 +22,20 @@ TEST(InferAccesses, CartesianHalosFromShifts) {
   EXPECT_NE(s.print().find("reads in[I-1..+1, J-1..+1, K+0]"), std::string::npos) << s.print();
 }
 
+// A double buffer whose statement is empty at these sizes covers [0, 0), not the walk's
+// "nothing read yet" box [max, min), whose sizes overflow (fuzzer seed 24 under UBSan).
+TEST(InferAccesses, EmptyDoubleBufferIsAZeroBox) {
+  ProgramBuilder pb("inout");
+  auto w = pb.field("w", {I, K}, DType::float64);
+  auto n = pb.scalar("n", DType::int32);
+  pb.call("step", w + w(K + 1), {w}, {{I, 0, n}, {K, 0, 3}});
+  const ir::Schedule s = passes::lower(pb.build());
+  ASSERT_EQ(s.transients.size(), 1u);
+  EXPECT_EQ(ir::compute_extents(s, {{"n", 0}}).transient_boxes[0].to_string(), "{I: [0, 0), K: [0, 0)}");
+  EXPECT_EQ(ir::compute_extents(s, {{"n", 4}}).transient_boxes[0].to_string(), "{I: [0, 4), K: [0, 3)}");
+  EXPECT_EQ(ir::transient_bytes(s, ir::compute_extents(s, {{"n", 0}}), 2)[0], 0u);
+}
+
 // concat_where branches only read where they run: K-1 is read from level 1 on, K+1 below the top.
 TEST(InferAccesses, ConcatWhereRestrictsReads) {
   ProgramBuilder pb("edges");
