@@ -92,7 +92,7 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
        {"cartesian", "torus", "bounded mesh", "vertical_fastest", "horizontal_fastest", "short-field calls",
         "tuple outputs", "forward scan", "backward scan", "tuple carry", "materialize", "reads float32", "reads int32",
         "in/out", "statements over different domains", "value shared by statements", "shift", "neighbor_shift",
-        "reduce", "where", "concat_where", "cast", "binary", "unary"})
+        "reduce", "where", "concat_where", "astype", "binary", "unary"})
     EXPECT_GE(seen[feature], 5) << feature;
 }
 
