@@ -579,10 +579,12 @@ CallData make_call_data(const FuzzCase& c, std::size_t size_index, Layout layout
     }
     if (p.name == shorten && !shape.empty()) {
       const std::size_t axis = rng() % shape.size();
-      if (shape[axis] > 0) {
-        if (rng() % 2) ++origin[axis];
-        --shape[axis];
-      }
+      // Mesh fields lose up to 3 points at the low end: a domain over a sub-range of a table may
+      // still read only points the field covers, which the reference then accepts.
+      const bool low = rng() % 2;
+      const std::int64_t cut = std::min<std::int64_t>(shape[axis], low && c.mesh ? 1 + rng() % 3 : 1);
+      if (low) origin[axis] += cut;
+      shape[axis] -= cut;
     }
     Field f(p.type.dims, p.type.dtype, shape, origin, layout);
     // Fill in logical (layout-independent) order: element n of the row-major index walk.

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "fieldflow/compile.h"
 #include "fieldflow/dsl.h"
+#include "fieldflow/mesh.h"
 #include "fieldflow/reference.h"
 #include "support/backend_harness.h"
 
@@ -53,6 +55,33 @@ TEST(FuzzRegressions, DISABLED_FloatToIntToFloatOfSmallNegativeIsPositiveZero) {
   run_reference(p, Arguments().field("a", fa).field("o", r));
   compile(p, testing_support::cpu_options())(Arguments().field("a", fa).field("o", c));
   EXPECT_FALSE(std::signbit(r.at<double>({0, 0})));
+  EXPECT_TRUE(same_bits(r, c, "o"));
+}
+
+// Fuzzer seed 16 (shrunk): min_over must fold neighbours in slot order as `v < acc ? v : acc`
+// (the reference, and what max_over does mirrored). The CPU backend emits ff_min(x, acc), which
+// keeps the new value on ties: +0 vs -0 come out with the other sign, and a NaN neighbour after a
+// number propagates where the reference ignores it.
+TEST(FuzzRegressions, DISABLED_MinOverTiesAndNaNsFollowSlotOrder) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  const Mesh mesh = make_torus_mesh(3, 3);
+  ProgramBuilder pb("min_over_ties");
+  auto f = pb.field("f", {Vertex, K}, DType::float64), o = pb.field("o", {Edge, K}, DType::float64);
+  auto ne = pb.scalar("ne", DType::int32);
+  pb.call("s", min_over(f(E2V), E2V), {o}, {{Edge, 0, ne}, {K, 0, 2}});
+  const ir::Program p = pb.build();
+  Field ff({Vertex, K}, DType::float64, {mesh.n_vertices, 2});
+  for (std::int64_t v = 0; v < mesh.n_vertices; ++v) {
+    ff.at<double>({v, 0}) = v % 2 ? -0.0 : 0.0;                            // ties of signed zeros
+    ff.at<double>({v, 1}) = v % 3 ? 1.0 : std::numeric_limits<double>::quiet_NaN();  // NaNs
+  }
+  Field r({Edge, K}, DType::float64, {mesh.n_edges, 2}), c = r.clone();
+  auto args = [&](Field& out) {
+    return Arguments().field("f", ff).field("o", out).scalar("ne", mesh.n_edges).connectivity("E2V", mesh.table("E2V"));
+  };
+  run_reference(p, args(r));
+  compile(p, testing_support::cpu_options())(args(c));
   EXPECT_TRUE(same_bits(r, c, "o"));
 }
 
