@@ -15,8 +15,8 @@
 namespace fieldflow::fuzz {
 namespace {
 
-constexpr std::uint64_t programs_per_batch = 40;
-constexpr int batches = 6;
+constexpr std::uint64_t programs_per_batch = 25;
+constexpr int batches = 4;
 
 // The suite is a regression gate: it avoids the shapes of open defects (see GeneratorOptions).
 GeneratorOptions suite_options() {
