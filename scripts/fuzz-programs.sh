@@ -11,6 +11,10 @@ shift || true
 scripts/install-deps.sh
 cmake --preset release -DFIELDFLOW_BUILD_BENCH=OFF >/dev/null
 cmake --build --preset release --target fieldflow_fuzz_programs
-seed=$(( $(date +%s) % 1000000 * 1000 ))
+# A fresh first seed per run unless one is given (runs then explore different programs).
+case " $* " in
+  *" --seed"*) seed_args=() ;;
+  *) seed_args=(--seed "$(( $(date +%s) % 1000000 * 1000 ))") ;;
+esac
 export FIELDFLOW_CACHE_DIR="${FIELDFLOW_CACHE_DIR:-$PWD/build/release/fuzz-cache}"
-exec build/release/tests/fuzz/fieldflow_fuzz_programs --minutes "$minutes" --seed "$seed" "$@"
+exec build/release/tests/fuzz/fieldflow_fuzz_programs --minutes "$minutes" "${seed_args[@]}" "$@"
