@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
       report();
     }
   }
-  report();
+  if (elapsed() - last_report > 1) report();
   fmt::print("done: {} programs in {:.1f} min, {} compiles (most are cache hits), {} compiled calls, {} failing "
              "programs\n", tried, elapsed() / 60, stats.compiles, stats.compiled_calls, failed);
   for (const auto& [kind, n] : failures_by_kind) fmt::print("  {}: {} program(s)\n", kind, n);
