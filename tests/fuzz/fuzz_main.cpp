@@ -1,0 +1,114 @@
+// fieldflow_fuzz_programs: differential fuzzing of the compiled CPU backend against the reference
+// executor. Seeds start..start+count-1 (or until --minutes have passed); each seed is one random
+// program with its own sizes and layouts. On the first failure of each kind the case is shrunk
+// and printed with the command that reproduces it. Exit status 1 when anything failed.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+
+#include "fieldflow/errors.h"
+#include "fuzz/differential.h"
+#include "fuzz/shrink.h"
+
+using namespace fieldflow;
+using namespace fieldflow::fuzz;
+
+namespace {
+
+void print_case(const FuzzCase& c) {
+  fmt::print("{}", ir::print(c.program));
+  std::string sizes;
+  for (const SizeSet& s : c.sizes) sizes += (sizes.empty() ? "" : "; ") + s.to_string(c.mesh);
+  fmt::print("  sizes: {}{}\n", sizes, c.mesh ? (c.bounded ? " (bounded mesh)" : " (torus)") : "");
+  std::string layouts;
+  for (Layout l : c.layouts) layouts += std::string(layouts.empty() ? "" : ", ") + std::string(to_string(l));
+  fmt::print("  layouts: {}; short-field calls: {}\n", layouts, c.short_field_calls ? "yes" : "no");
+  std::string ext;
+  for (const ir::Param& p : c.program.params)
+    if (p.kind == ir::ParamKind::field && c.extents.count(p.name) && !p.type.dims.empty())
+      ext += fmt::format(" {}[-{}, n+{})", p.name, c.extents.at(p.name).lo_halo, c.extents.at(p.name).hi_halo);
+  fmt::print("  horizontal extents:{}\n", ext);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Differential fuzzing of fieldflow's compiled backend against the reference executor"};
+  std::uint64_t seed = 1;
+  std::uint64_t count = 0;
+  double minutes = 0;
+  int shrink_attempts = 150;
+  std::string cache_dir;
+  bool all_threads = false;
+  GeneratorOptions gen_options;
+  app.add_option("--seed", seed, "first seed (seeds seed, seed+1, ... are tried)");
+  app.add_option("--count", count, "number of programs (0: until --minutes is up)");
+  app.add_option("--minutes", minutes, "stop starting new programs after this many minutes (0: no limit)");
+  app.add_option("--shrink-attempts", shrink_attempts, "predicate calls allowed per shrink (0: do not shrink)");
+  app.add_option("--cache-dir", cache_dir, "compile cache (default: FIELDFLOW_CACHE_DIR or ~/.cache/fieldflow)");
+  app.add_flag("--all-threads", all_threads, "every thread count 1-4 in every memory mode (slower)");
+  app.add_flag("--avoid-open-defects", gen_options.avoid_open_defects,
+               "avoid shapes of known, unfixed defects (what the CTest suite runs)");
+  CLI11_PARSE(app, argc, argv);
+  if (count == 0 && minutes <= 0) count = 100;
+
+  RunConfig config;
+  config.cache_dir = cache_dir;
+  config.every_thread_count_in_every_mode = all_threads;
+  RunStats stats;
+  std::map<std::string, std::uint64_t> failures_by_kind;
+  std::uint64_t tried = 0, failed = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  double last_report = 0;
+  auto report = [&] {
+    fmt::print("[{:7.1f} s] programs {}, compiled calls {}, reference calls {} ({} rejected), failing programs {}\n",
+               elapsed(), tried, stats.compiled_calls, stats.reference_calls, stats.rejected_calls, failed);
+    std::fflush(stdout);
+  };
+  for (std::uint64_t s = seed; count == 0 || s < seed + count; ++s) {
+    if (minutes > 0 && elapsed() > minutes * 60) break;
+    const FuzzCase c = generate_case(s, gen_options);
+    ++tried;
+    const auto failure = check_case(c, config, stats);
+    if (failure) {
+      ++failed;
+      const bool first_of_kind = failures_by_kind[failure->kind]++ == 0;
+      fmt::print("\nFAIL seed {}: {}\n  {}\n", s, failure->kind, failure->detail);
+      if (first_of_kind && shrink_attempts > 0) {
+        // Shrink against the failing variant only (its mode, thread count and layout).
+        RunConfig narrow = config;
+        narrow.modes = {failure->mode};
+        narrow.threads = {failure->threads};
+        narrow.every_thread_count_in_every_mode = true;
+        FuzzCase start_case = c;
+        start_case.layouts = {failure->layout};
+        const std::string kind = failure->kind;
+        RunStats scratch;
+        auto still_fails = [&](const FuzzCase& t) {
+          const auto f = check_case(t, narrow, scratch);
+          return f && f->kind == kind;
+        };
+        ShrinkStats sh;
+        FuzzCase small = still_fails(start_case) ? shrink_case(start_case, still_fails, shrink_attempts, sh) : c;
+        const auto again = check_case(small, narrow, scratch);
+        fmt::print("  minimal failing program ({} shrink attempts, {} accepted):\n", sh.attempts, sh.accepted);
+        print_case(small);
+        if (again) fmt::print("  fails with: {}: {}\n", again->kind, again->detail);
+        fmt::print("  reproduce: fieldflow_fuzz_programs --seed {} --count 1{}\n\n", s,
+                   gen_options.avoid_open_defects ? " --avoid-open-defects" : "");
+      }
+    }
+    if (elapsed() - last_report > 10) {
+      last_report = elapsed();
+      report();
+    }
+  }
+  if (elapsed() - last_report > 1) report();
+  fmt::print("done: {} programs in {:.1f} min, {} compiles (most are cache hits), {} compiled calls, {} failing "
+             "programs\n", tried, elapsed() / 60, stats.compiles, stats.compiled_calls, failed);
+  for (const auto& [kind, n] : failures_by_kind) fmt::print("  {}: {} program(s)\n", kind, n);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,630 @@
+// The random program generator. Validity is by construction, not by filtering:
+//  - horizontal Cartesian shifts are drawn against a per-statement budget (how far the domain may
+//    be moved before it leaves the halo of 2 that every field has), so every read stays inside
+//    the fields passed at call time;
+//  - vertical shifts are wrapped in concat_where on K, so they never leave [0, nk);
+//  - scans (whose values exist only over the statement's K range) only appear in statements over
+//    the full K range, and are never shifted vertically outside a guarded branch;
+//  - neighbour shifts with a fixed index only use table slots that never hold -1 (except, rarely,
+//    on purpose: then both backends must reject the call alike).
+// Anything the DSL still rejects (a DimensionError for a shift along a missing dim, ...) falls
+// back to a simpler expression, so generation never fails.
+#include "fuzz/program_generator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <random>
+
+#include "fieldflow/dsl.h"
+#include "fieldflow/errors.h"
+
+namespace fieldflow::fuzz {
+
+namespace {
+
+const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge"), Cell = horizontal_dim("Cell");
+constexpr int halo = 2;  // every Cartesian field reaches at least this far past [0, n)
+
+// The halo budget of a statement: how many points a read may still move down / up along I and J.
+struct Budget {
+  int lo[2] = {0, 0}, hi[2] = {0, 0};
+  bool covers(const Budget& need) const {
+    for (int d = 0; d < 2; ++d)
+      if (lo[d] < need.lo[d] || hi[d] < need.hi[d]) return false;
+    return true;
+  }
+};
+
+struct Ctx {
+  Budget budget;
+  bool allow_scan = true;  // the statement sweeps the full K range
+  int loc = 0;             // mesh: 0 Vertex, 1 Edge, 2 Cell
+};
+
+// A value built once and used by several statements (a materialized value or a scan): these are
+// the transients that live across statements and column groups.
+struct Shared {
+  Expr e;
+  Budget reach;
+  bool has_scan = false;
+  int loc = 0;
+};
+
+class Generator {
+ public:
+  Generator(std::uint64_t seed, const GeneratorOptions& options)
+      : options_(options), rng_(seed), pb_(fmt::format("fuzz_{}", seed)) {}
+
+  FuzzCase run(std::uint64_t seed) {
+    FuzzCase c;
+    c.seed = seed;
+    c.mesh = coin(0.4);
+    c.bounded = c.mesh && coin(0.5);
+    mesh_ = c.mesh;
+    bounded_ = c.bounded;
+    declare_parameters(c);
+    const int n_shared = uni(0, 3);
+    for (int s = 0; s < n_shared; ++s) make_shared_value();
+    const int n_stmts = uni(2, 5);
+    for (int s = 0; s < n_stmts || stmts_ == 0; ++s) {
+      if (s > 12) break;  // the DSL kept rejecting: give up (never seen)
+      make_statement();
+    }
+    c.program = pb_.build();
+    const int n_sizes = uni(2, 3);
+    for (int s = 0; s < n_sizes; ++s) c.sizes.push_back(draw_sizes());
+    c.layouts.push_back(coin(0.5) ? Layout::vertical_fastest : Layout::horizontal_fastest);
+    if (coin(0.2)) c.layouts.push_back(c.layouts[0] == Layout::vertical_fastest ? Layout::horizontal_fastest
+                                                                               : Layout::vertical_fastest);
+    c.short_field_calls = coin(0.35);
+    return c;
+  }
+
+ private:
+  // ---- random helpers
+  int uni(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  bool coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  double real(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng_); }
+  template <class T> const T& pick(const std::vector<T>& v) { return v[uni(0, static_cast<int>(v.size()) - 1)]; }
+
+  const Dimension& loc_dim(int loc) const { return loc == 0 ? Vertex : loc == 1 ? Edge : Cell; }
+  Expr loc_size(int loc) const { return loc == 0 ? scalars_.at("n_v") : loc == 1 ? scalars_.at("n_e") : scalars_.at("n_c"); }
+
+  // ---- parameters
+  struct FieldParam {
+    std::string name;
+    Expr e;
+    DType dtype;
+    int loc;        // mesh location, -1 for Cartesian
+    bool output;    // written by statements (may still be read)
+    bool full;      // has every dim of its family (can be written by a statement)
+  };
+
+  void add_field(FuzzCase& c, const std::string& name, std::vector<Dimension> dims, DType t, int loc, bool output) {
+    const bool full = dims.size() == (mesh_ ? 2u : 3u);
+    fields_.push_back({name, pb_.field(name, std::move(dims), t), t, loc, output, full});
+    c.extents[name] = mesh_ ? FieldExtent{uni(0, 2), uni(0, 2)} : FieldExtent{uni(halo, halo + 1), uni(halo, halo + 1)};
+  }
+
+  void declare_parameters(FuzzCase& c) {
+    if (!mesh_) {
+      for (const char* n : {"a", "b", "c"}) add_field(c, n, {I, J, K}, DType::float64, -1, false);
+      add_field(c, "g", {I, J, K}, DType::float32, -1, false);
+      add_field(c, "m", {I, J, K}, DType::int32, -1, false);
+      add_field(c, "surf", {I, J}, DType::float64, -1, false);
+      add_field(c, "col", {K}, DType::float64, -1, false);
+      for (const char* n : {"o0", "o1", "o2", "o3"}) add_field(c, n, {I, J, K}, DType::float64, -1, true);
+      add_field(c, "o_f32", {I, J, K}, DType::float32, -1, true);
+      add_field(c, "o_i32", {I, J, K}, DType::int32, -1, true);
+      for (const char* n : {"ni", "nj", "nk"}) scalars_.emplace(n, pb_.scalar(n, DType::int32));
+    } else {
+      const char* loc_names[] = {"v", "e", "c"};
+      for (int loc = 0; loc < 3; ++loc) {
+        const Dimension& L = loc_dim(loc);
+        add_field(c, fmt::format("f{}_a", loc_names[loc]), {L, K}, DType::float64, loc, false);
+        add_field(c, fmt::format("f{}_b", loc_names[loc]), {L, K}, DType::float64, loc, false);
+        add_field(c, fmt::format("o{}_0", loc_names[loc]), {L, K}, DType::float64, loc, true);
+        add_field(c, fmt::format("o{}_1", loc_names[loc]), {L, K}, DType::float64, loc, true);
+      }
+      add_field(c, "g_e", {Edge, K}, DType::float32, 1, false);
+      add_field(c, "m_v", {Vertex, K}, DType::int32, 0, false);
+      add_field(c, "o_e_f32", {Edge, K}, DType::float32, 1, true);
+      add_field(c, "o_v_i32", {Vertex, K}, DType::int32, 0, true);
+      for (const char* n : {"n_v", "n_e", "n_c", "nk"}) scalars_.emplace(n, pb_.scalar(n, DType::int32));
+    }
+    scalars_.emplace("alpha", pb_.scalar("alpha", DType::float64));
+  }
+
+  std::vector<const FieldParam*> fields_of(DType t, int loc, bool full_only = false) const {
+    std::vector<const FieldParam*> out;
+    for (const auto& f : fields_)
+      if (f.dtype == t && (!mesh_ || f.loc == loc) && (!full_only || f.full)) out.push_back(&f);
+    return out;
+  }
+
+  // ---- expressions
+  Expr lit(DType t, double v) {
+    if (t == DType::float32) return Expr::literal(Scalar(static_cast<float>(v)));
+    if (t == DType::int32) return Expr::literal(Scalar(static_cast<std::int32_t>(v)));
+    return Expr::literal(Scalar(v));
+  }
+  Expr index_of_some_dim(const Ctx& ctx) {
+    if (mesh_) return index(coin(0.5) ? loc_dim(ctx.loc) : K);
+    return index(pick(std::vector<Dimension>{I, J, K}));
+  }
+
+  Expr float_leaf(DType t, const Ctx& ctx) {
+    const int choice = uni(0, 9);
+    if (choice <= 4) {
+      auto fs = fields_of(t, ctx.loc);
+      if (!fs.empty()) return pick(fs)->e;
+    }
+    if (choice == 5) return lit(t, std::round(real(-3, 3) * 4) / 4);
+    if (choice == 6 && t == DType::float64) return scalars_.at("alpha");
+    if (choice == 7) return astype(index_of_some_dim(ctx), t);
+    if (choice == 8) return astype(int_expr(ctx, 1), t);
+    if (choice == 9 && t == DType::float64) {
+      auto fs = fields_of(DType::float32, ctx.loc);
+      if (!fs.empty()) return astype(pick(fs)->e, DType::float64);
+    }
+    return lit(t, real(-2, 2));
+  }
+
+  // Integer expressions stay shallow and their leaves small (|v| <= 100), so no product overflows.
+  Expr int_expr(const Ctx& ctx, int depth) {
+    if (depth <= 0 || coin(0.3)) {
+      const int choice = uni(0, 4);
+      auto fs = fields_of(DType::int32, ctx.loc);
+      if (choice <= 1 && !fs.empty()) return pick(fs)->e;
+      if (choice == 2) return index_of_some_dim(ctx);
+      if (choice == 3) {  // a float value, clamped first: casting NaN or a huge value is undefined
+        const Expr x = float_expr(DType::float64, ctx, 1);
+        // Open defect: the JIT turns double -> int -> double into a sign-keeping truncation, so
+        // the suite casts integral, never negative-zero values (floor(x) + 0.0 is +0 for -0).
+        if (options_.avoid_open_defects) return astype(where(abs(x) < 100.0, floor(x) + 0.0, 0.0), DType::int32);
+        return astype(where(abs(x) < 100.0, x, 0.0), DType::int32);
+      }
+      return lit(DType::int32, uni(-5, 5));
+    }
+    const Expr a = int_expr(ctx, std::min(depth - 1, 1)), b = int_expr(ctx, std::min(depth - 1, 1));
+    switch (uni(0, 6)) {
+      case 0: return a + b;
+      case 1: return a - b;
+      case 2: return a * b;
+      case 3: return a / b;  // division by zero is defined (0)
+      case 4: return minimum(a, b);
+      case 5: return maximum(a, abs(b));
+      default: return where(bool_expr(ctx, 0), a, b);
+    }
+  }
+
+  Expr bool_expr(const Ctx& ctx, int depth) {
+    switch (uni(0, depth > 0 ? 6 : 3)) {
+      case 0: return float_expr(DType::float64, ctx, depth) < float_expr(DType::float64, ctx, 0);
+      case 1: return float_expr(DType::float64, ctx, depth) >= scalars_.at("alpha");
+      case 2: return int_expr(ctx, 1) != int_expr(ctx, 0);
+      case 3: return isfinite(float_expr(DType::float64, ctx, depth));
+      case 4: return bool_expr(ctx, depth - 1) & bool_expr(ctx, depth - 1);
+      case 5: return bool_expr(ctx, depth - 1) | (float_expr(DType::float32, ctx, 0) > 0.5);
+      default: return ~bool_expr(ctx, depth - 1);
+    }
+  }
+
+  // An index condition for concat_where over a dimension of the statement's family.
+  IndexCondition condition(const Ctx& ctx) {
+    Dimension d = K;
+    Expr n = scalars_.at("nk");
+    if (coin(0.5)) {
+      if (mesh_) {
+        d = loc_dim(ctx.loc);
+        n = loc_size(ctx.loc);
+      } else {
+        d = coin(0.5) ? I : J;
+        n = scalars_.at(d == I ? "ni" : "nj");
+      }
+    }
+    const Expr bound = coin(0.5) ? Expr(uni(0, 3)) : n - uni(0, 3);
+    switch (uni(0, 5)) {
+      case 0: return d == bound;
+      case 1: return d != bound;
+      case 2: return d < bound;
+      case 3: return d <= bound;
+      case 4: return d > bound;
+      default: return d >= bound;
+    }
+  }
+
+  // A scan over the statement's K range; its inputs are generated expressions.
+  Expr scan_expr(const Ctx& ctx, int depth) {
+    ++scans_made_;
+    std::vector<Expr> inputs;
+    const int n_in = uni(1, 2);
+    for (int i = 0; i < n_in; ++i) {
+      Expr x = float_expr(DType::float64, ctx, depth - 1);
+      if (!x.type().has(K)) {  // scan inputs need the vertical dim
+        auto dims = x.type().dims;
+        dims.push_back(K);
+        if (mesh_ && !x.type().has(loc_dim(ctx.loc))) dims.push_back(loc_dim(ctx.loc));
+        x = broadcast(x, dims);
+      }
+      inputs.push_back(x);
+    }
+    const double w = std::round(real(0.1, 0.9) * 8) / 8;
+    const bool tuple = coin(0.4);
+    const int form = uni(0, 3);
+    const ScanDirection dir = coin(0.5) ? ScanDirection::forward : ScanDirection::backward;
+    const std::string name = fmt::format("scan{}", scans_made_);
+    if (!tuple) {
+      const Expr s = scan(name, dir, {Scalar(std::round(real(-2, 2)))},
+                          [&](const Expr& c, const std::vector<Expr>& in) {
+                            const Expr& last = in.back();
+                            switch (form) {
+                              case 0: return c * w + in[0];
+                              case 1: return maximum(c, in[0]) * w - last;
+                              case 2: return where(in[0] > c, c + last * w, c * w);
+                              default: return (c + in[0]) / (abs(last) + 1.0);
+                            }
+                          },
+                          inputs);
+      return s;
+    }
+    const Expr s = scan(name, dir, {Scalar(0.0), Scalar(1.0)},
+                        [&](const Expr& c, const std::vector<Expr>& in) {
+                          const Expr& last = in.back();
+                          if (form % 2 == 0) return make_tuple({c[0] * w + in[0], c[1] * 0.5 + c[0] * last});
+                          return make_tuple({minimum(c[1], in[0]) + 0.25, (c[0] - last) / (abs(c[1]) + 2.0)});
+                        },
+                        inputs);
+    switch (uni(0, 2)) {
+      case 0: return s[0];
+      case 1: return s[1];
+      default: return s[0] - s[1];
+    }
+  }
+
+  // A value at location ctx.loc computed from values at another location, through a table.
+  Expr neighbour_expr(const Ctx& ctx, int depth) {
+    struct Route { const char* table; int from; int width; int safe_slots; };  // safe: never -1
+    static const std::vector<Route> to_vertex = {{"V2E", 1, 6, 0}, {"V2C", 2, 6, 0}};
+    static const std::vector<Route> to_edge = {{"E2V", 0, 2, 2}, {"E2C2V", 0, 4, 2}, {"E2C", 2, 2, 1}};
+    static const std::vector<Route> to_cell = {{"C2E", 1, 3, 3}, {"C2V", 0, 3, 3}, {"C2E2CO", 2, 4, 1}};
+    const Route& r = pick(ctx.loc == 0 ? to_vertex : ctx.loc == 1 ? to_edge : to_cell);
+    const Connectivity conn = make_connectivity(r.table, loc_dim(ctx.loc), loc_dim(r.from), r.width);
+    Ctx inner = ctx;
+    inner.loc = r.from;
+    const Expr x = float_expr(DType::float64, inner, depth - 1);
+    if (!x.type().has(loc_dim(r.from))) return x;  // nothing to move: x is a column or a literal
+    // A fixed slot that may be -1 is rare and then both backends must reject the call alike.
+    const bool unsafe = bounded_ && coin(0.02);
+    if (r.safe_slots > 0 && coin(0.4)) return x(conn[uni(0, r.safe_slots - 1)]);
+    if (unsafe) return x(conn[r.width - 1]);
+    Expr local = x(conn);
+    if (coin(0.3)) local = local * float_leaf(DType::float64, ctx);  // weights at the source point
+    switch (uni(0, 2)) {
+      case 0: return neighbor_sum(local, conn);
+      case 1: return max_over(local, conn);
+      default:  // open defect: min_over keeps the later neighbour on ties (signed zeros, NaN)
+        return options_.avoid_open_defects ? max_over(-local, conn) : min_over(local, conn);
+    }
+  }
+
+  Expr cartesian_shift(DType t, const Ctx& ctx, int depth) {
+    const int d = uni(0, 1);
+    const int s = uni(-2, 2);
+    Ctx inner = ctx;
+    inner.budget.lo[d] += s;  // reading at i + s: what the operand reads moves by s
+    inner.budget.hi[d] -= s;
+    if (s == 0 || inner.budget.lo[d] < 0 || inner.budget.hi[d] < 0) return float_expr(t, ctx, depth - 1);
+    const Expr x = float_expr(t, inner, depth - 1);
+    const Dimension& dim = d == 0 ? I : J;
+    if (!x.type().has(dim)) return x;
+    return x(dim + s);
+  }
+
+  Expr vertical_shift(DType t, const Ctx& ctx, int depth) {
+    const Expr x = float_expr(t, ctx, depth - 1);
+    if (!x.type().has(K)) return x;
+    if (coin(0.5)) return concat_where(K < 1, x, x(K - 1));
+    return concat_where(K >= scalars_.at("nk") - 1, x, x(K + 1));
+  }
+
+  std::optional<Expr> use_shared(const Ctx& ctx) {
+    std::vector<const Shared*> fit;
+    for (const auto& s : shared_)
+      if (ctx.budget.covers(s.reach) && (ctx.allow_scan || !s.has_scan) && (!mesh_ || s.loc == ctx.loc))
+        fit.push_back(&s);
+    if (fit.empty()) return std::nullopt;
+    return pick(fit)->e;
+  }
+
+  Expr float_expr(DType t, const Ctx& ctx, int depth) {
+    if (depth <= 0) return float_leaf(t, ctx);
+    try {
+      return float_node(t, ctx, depth);
+    } catch (const Error&) {
+      return float_leaf(t, ctx);  // the DSL refused this combination: use something simpler
+    }
+  }
+
+  Expr float_node(DType t, const Ctx& ctx, int depth) {
+    const bool f64 = t == DType::float64;
+    const int choice = uni(0, 19);
+    auto sub = [&] { return float_expr(t, ctx, depth - 1); };
+    switch (choice) {
+      case 0: return sub() + sub();
+      case 1: return sub() - sub();
+      case 2: return sub() * sub();
+      case 3: return sub() / sub();
+      case 4: {
+        const Expr x = sub();
+        switch (uni(0, 9)) {
+          case 0: return -x;
+          case 1: return abs(x);
+          case 2: return sin(x);
+          case 3: return sqrt(abs(x));
+          case 4: return log(abs(x) + 1.0);
+          case 5: return exp(x * 0.25);
+          case 6: return tanh(x);
+          case 7: return floor(x * 2.0);
+          case 8: return arctan(x);
+          default: return cos(x);
+        }
+      }
+      case 5: return uni(0, 1) ? minimum(sub(), sub()) : maximum(sub(), sub());
+      case 6: {
+        // Open defect: the JIT's compiler rewrites power(x, 0.5) as sqrt(x) and power(x, 2) as
+        // x * x, which differ from the reference's std::pow by an ulp now and then.
+        const std::vector<double> exponents =
+            options_.avoid_open_defects ? std::vector<double>{3} : std::vector<double>{0.5, 2, 3};
+        return uni(0, 1) ? fmod(sub(), sub()) : power(abs(sub()), lit(t, pick(exponents)));
+      }
+      case 7: return where(bool_expr(ctx, depth - 1), sub(), sub());
+      case 8: {
+        const IndexCondition cond = condition(ctx);
+        return concat_where(cond, sub(), sub());
+      }
+      case 9: case 10: return mesh_ ? (f64 ? neighbour_expr(ctx, depth) : sub()) : cartesian_shift(t, ctx, depth);
+      case 11: return vertical_shift(t, ctx, depth);
+      case 12: return materialize(fmt::format("t{}", labels_++), sub());
+      case 13: return f64 ? astype(float_expr(DType::float32, ctx, depth - 1), DType::float64)
+                          : astype(float_expr(DType::float64, ctx, depth - 1), DType::float32);
+      case 14: case 15:
+        if (f64) {
+          if (auto s = use_shared(ctx)) return *s + sub();
+        }
+        return sub() * lit(t, 0.5);
+      case 16:
+        if (f64 && ctx.allow_scan && depth >= 2) return scan_expr(ctx, depth);
+        return sub() + float_leaf(t, ctx);
+      case 17: return mesh_ && f64 ? neighbour_expr(ctx, depth) : sub() - float_leaf(t, ctx);
+      default: return float_leaf(t, ctx) * sub();
+    }
+  }
+
+  // ---- program structure
+  void make_shared_value() {
+    Ctx ctx;
+    for (int d = 0; d < 2; ++d) {
+      ctx.budget.lo[d] = uni(0, 1);
+      ctx.budget.hi[d] = uni(0, 1);
+    }
+    ctx.loc = uni(0, 2);
+    const int before = scans_made_;
+    Expr e = coin(0.5) && ctx.allow_scan ? scan_expr(ctx, uni(2, 3)) : float_expr(DType::float64, ctx, uni(2, 3));
+    e = materialize(fmt::format("shared{}", shared_.size()), e);
+    shared_.push_back({e, ctx.budget, scans_made_ > before, ctx.loc});
+  }
+
+  struct DomainChoice {
+    std::vector<ProgramBuilder::Bound> bounds;
+    Ctx ctx;
+  };
+
+  DomainChoice draw_domain() {
+    DomainChoice d;
+    const bool full_k = coin(0.6);
+    d.ctx.allow_scan = full_k;
+    if (full_k) {
+      d.bounds.push_back({K, 0, scalars_.at("nk")});
+    } else {
+      d.bounds.push_back({K, uni(0, 1), scalars_.at("nk") - uni(0, 1)});
+    }
+    if (!mesh_) {
+      for (int dim = 0; dim < 2; ++dim) {
+        const int lo = pick(std::vector<int>{-1, 0, 0, 1, 2});
+        const int hi_off = pick(std::vector<int>{-2, -1, 0, 0, 1});
+        const Expr n = scalars_.at(dim == 0 ? "ni" : "nj");
+        d.bounds.push_back({dim == 0 ? I : J, lo, n + hi_off});
+        d.ctx.budget.lo[dim] = lo + halo;
+        d.ctx.budget.hi[dim] = halo - hi_off;
+      }
+    } else {
+      d.ctx.loc = uni(0, 2);
+      const int lo = pick(std::vector<int>{0, 0, 1, 2, 3}), hi_off = pick(std::vector<int>{0, 0, 1, 2, 3});
+      d.bounds.push_back({loc_dim(d.ctx.loc), lo, loc_size(d.ctx.loc) - hi_off});
+    }
+    return d;
+  }
+
+  void make_statement() {
+    DomainChoice d = draw_domain();
+    const int depth = uni(2, 4);
+    const int kind = uni(0, 9);
+    try {
+      Expr value = 0.0;
+      std::vector<Expr> outs;
+      auto out_field = [&](DType t, const std::string& avoid) -> const FieldParam* {
+        std::vector<const FieldParam*> cands;
+        for (const FieldParam* f : fields_of(t, d.ctx.loc, true))
+          if (f->name != avoid && (f->output || coin(0.3))) cands.push_back(f);  // inputs: in/out
+        return cands.empty() ? nullptr : pick(cands);
+      };
+      if (kind == 0) {  // two results at once
+        const Expr a = top_value(d.ctx, depth), b = float_expr(DType::float64, d.ctx, depth - 1);
+        value = make_tuple({a, b});
+        const FieldParam* o1 = out_field(DType::float64, "");
+        const FieldParam* o2 = o1 ? out_field(DType::float64, o1->name) : nullptr;
+        if (!o2) return;
+        outs = {o1->e, o2->e};
+      } else if (kind == 1) {
+        value = float_expr(DType::float32, d.ctx, depth);
+        const FieldParam* o = out_field(DType::float32, "");
+        if (!o) return;
+        outs = {o->e};
+      } else if (kind == 2) {
+        value = int_expr(d.ctx, 2);
+        const FieldParam* o = out_field(DType::int32, "");
+        if (!o) return;
+        outs = {o->e};
+      } else {
+        value = top_value(d.ctx, depth);
+        const FieldParam* o = out_field(DType::float64, "");
+        if (!o) return;
+        outs = {o->e};
+      }
+      pb_.call(fmt::format("s{}", stmts_), value, outs, d.bounds);
+      ++stmts_;
+    } catch (const Error&) {
+      // e.g. a value over [K] written with a domain the DSL refuses: draw another statement
+    }
+  }
+
+  // Statements often start from a shared value: the transient-across-statements shapes.
+  Expr top_value(const Ctx& ctx, int depth) {
+    if (coin(0.5))
+      if (auto s = use_shared(ctx)) return coin(0.5) ? *s : *s * float_expr(DType::float64, ctx, depth - 1);
+    return float_expr(DType::float64, ctx, depth);
+  }
+
+  SizeSet draw_sizes() {
+    SizeSet s;
+    s.nk = pick(std::vector<int>{1, 2, 3, 5, 7, 8});
+    if (!mesh_) {
+      static const std::vector<int> ns = {1, 2, 3, 4, 5, 6, 7, 9, 11, 13};
+      s.ni = pick(ns);
+      s.nj = pick(ns);
+    } else if (bounded_) {
+      s.nx = uni(2, 6);
+      s.ny = uni(2, 5);
+    } else {
+      s.nx = uni(3, 6);
+      s.ny = uni(3, 5);
+    }
+    return s;
+  }
+
+  GeneratorOptions options_;
+  std::mt19937_64 rng_;
+  ProgramBuilder pb_;
+  bool mesh_ = false, bounded_ = false;
+  std::vector<FieldParam> fields_;
+  std::map<std::string, Expr> scalars_;
+  std::vector<Shared> shared_;
+  int labels_ = 0, scans_made_ = 0, stmts_ = 0;
+};
+
+std::int64_t size_along(const Dimension& d, const std::map<std::string, std::int64_t>& sizes) {
+  if (d == I) return sizes.at("ni");
+  if (d == J) return sizes.at("nj");
+  if (d == K) return sizes.at("nk");
+  if (d == Vertex) return sizes.at("n_v");
+  if (d == Edge) return sizes.at("n_e");
+  return sizes.at("n_c");
+}
+
+}  // namespace
+
+std::string SizeSet::to_string(bool mesh) const {
+  return mesh ? fmt::format("mesh {}x{}, nk={}", nx, ny, nk) : fmt::format("ni={}, nj={}, nk={}", ni, nj, nk);
+}
+
+FuzzCase generate_case(std::uint64_t seed, const GeneratorOptions& options) { return Generator(seed, options).run(seed); }
+
+std::map<std::string, Field> CallData::clone_fields() const {
+  std::map<std::string, Field> out;
+  for (const auto& [n, f] : fields) out.emplace(n, f.clone());
+  return out;
+}
+
+Arguments CallData::arguments(std::map<std::string, Field>& fs) const {
+  Arguments a;
+  for (auto& [n, f] : fs) a.field(n, f);
+  for (const auto& [n, s] : scalars) a.scalar(n, s);
+  for (const std::string& t : tables) a.connectivity(t, mesh->table(t));
+  return a;
+}
+
+CallData make_call_data(const FuzzCase& c, std::size_t size_index, Layout layout, const std::string& shorten) {
+  // Values depend on the case seed and the size set only, never on the layout or on the program's
+  // statements, so every compiled variant and every shrunk program sees the same data.
+  std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + size_index * 7919 + 1);
+  const SizeSet& s = c.sizes.at(size_index);
+  CallData d;
+  if (c.mesh) {
+    d.mesh = std::make_shared<Mesh>(c.bounded ? make_bounded_mesh(s.nx, s.ny) : make_torus_mesh(s.nx, s.ny));
+    d.size_values = {{"n_v", d.mesh->n_vertices}, {"n_e", d.mesh->n_edges}, {"n_c", d.mesh->n_cells}, {"nk", s.nk}};
+  } else {
+    d.size_values = {{"ni", s.ni}, {"nj", s.nj}, {"nk", s.nk}};
+  }
+  std::uniform_real_distribution<double> value(-2, 2);
+  for (const ir::Param& p : c.program.params) {
+    if (p.kind == ir::ParamKind::scalar) {
+      if (p.name == "alpha") d.scalars[p.name] = Scalar(std::round(value(rng) * 8) / 8);
+      else d.scalars[p.name] = Scalar(static_cast<std::int32_t>(d.size_values.at(p.name)));
+      continue;
+    }
+    if (p.kind == ir::ParamKind::connectivity) {
+      d.tables.push_back(p.name);
+      continue;
+    }
+    const FieldExtent ext = c.extents.count(p.name) ? c.extents.at(p.name) : FieldExtent{};
+    std::vector<std::int64_t> shape, origin;
+    for (const Dimension& dim : p.type.dims) {
+      const bool vertical = dim.kind == DimKind::vertical;
+      const std::int64_t lo = vertical ? 0 : ext.lo_halo, hi = vertical ? 0 : ext.hi_halo;
+      origin.push_back(-lo);
+      shape.push_back(size_along(dim, d.size_values) + lo + hi);
+    }
+    if (p.name == shorten && !shape.empty()) {
+      const std::size_t axis = rng() % shape.size();
+      // Mesh fields lose up to 3 points at the low end: a domain over a sub-range of a table may
+      // still read only points the field covers, which the reference then accepts.
+      const bool low = rng() % 2;
+      const std::int64_t cut = std::min<std::int64_t>(shape[axis], low && c.mesh ? 1 + rng() % 3 : 1);
+      if (low) origin[axis] += cut;
+      shape[axis] -= cut;
+    }
+    Field f(p.type.dims, p.type.dtype, shape, origin, layout);
+    // Fill in logical (layout-independent) order: element n of the row-major index walk.
+    std::vector<std::int64_t> idx(shape.size(), 0);
+    for (std::int64_t n = 0; n < f.size(); ++n) {
+      std::int64_t rest = n, off = 0;
+      for (std::size_t a = shape.size(); a-- > 0;) {
+        idx[a] = rest % shape[a];
+        rest /= shape[a];
+        off += idx[a] * f.strides()[a];
+      }
+      double v = value(rng);
+      if (p.type.dtype == DType::int32) v = std::round(v * 10);
+      if (p.type.dtype == DType::boolean) v = v > 0;
+      f.set_from_double(off, v);
+    }
+    d.fields.emplace(p.name, std::move(f));
+  }
+  return d;
+}
+
+std::string field_to_shorten(const FuzzCase& c, std::size_t size_index) {
+  std::vector<std::string> names;
+  for (const ir::Param& p : c.program.params)
+    if (p.kind == ir::ParamKind::field && !p.type.dims.empty()) names.push_back(p.name);
+  if (names.empty()) return {};
+  std::mt19937_64 rng(c.seed + 1000003 * (size_index + 1));
+  return names[rng() % names.size()];
+}
+
+}  // namespace fieldflow::fuzz
