@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 minutes="${1:-10}"
 shift || true
 scripts/install-deps.sh
-cmake --preset release -DFIELDFLOW_BUILD_BENCH=OFF >/dev/null
+cmake --preset release >/dev/null
 cmake --build --preset release --target fieldflow_fuzz_programs
 # A fresh first seed per run unless one is given (runs then explore different programs).
 case " $* " in

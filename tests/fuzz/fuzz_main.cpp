@@ -42,15 +42,12 @@ int main(int argc, char** argv) {
   int shrink_attempts = 150;
   std::string cache_dir;
   bool all_threads = false;
-  GeneratorOptions gen_options;
   app.add_option("--seed", seed, "first seed (seeds seed, seed+1, ... are tried)");
   app.add_option("--count", count, "number of programs (0: until --minutes is up)");
   app.add_option("--minutes", minutes, "stop starting new programs after this many minutes (0: no limit)");
   app.add_option("--shrink-attempts", shrink_attempts, "predicate calls allowed per shrink (0: do not shrink)");
   app.add_option("--cache-dir", cache_dir, "compile cache (default: FIELDFLOW_CACHE_DIR or ~/.cache/fieldflow)");
   app.add_flag("--all-threads", all_threads, "every thread count 1-4 in every memory mode (slower)");
-  app.add_flag("--avoid-open-defects", gen_options.avoid_open_defects,
-               "avoid shapes of known, unfixed defects (what the CTest suite runs)");
   CLI11_PARSE(app, argc, argv);
   if (count == 0 && minutes <= 0) count = 100;
 
@@ -70,7 +67,7 @@ int main(int argc, char** argv) {
   };
   for (std::uint64_t s = seed; count == 0 || s < seed + count; ++s) {
     if (minutes > 0 && elapsed() > minutes * 60) break;
-    const FuzzCase c = generate_case(s, gen_options);
+    const FuzzCase c = generate_case(s);
     ++tried;
     const auto failure = check_case(c, config, stats);
     if (failure) {
@@ -97,8 +94,7 @@ int main(int argc, char** argv) {
         fmt::print("  minimal failing program ({} shrink attempts, {} accepted):\n", sh.attempts, sh.accepted);
         print_case(small);
         if (again) fmt::print("  fails with: {}: {}\n", again->kind, again->detail);
-        fmt::print("  reproduce: fieldflow_fuzz_programs --seed {} --count 1{}\n\n", s,
-                   gen_options.avoid_open_defects ? " --avoid-open-defects" : "");
+        fmt::print("  reproduce: fieldflow_fuzz_programs --seed {} --count 1\n\n", s);
       }
     }
     if (elapsed() - last_report > 10) {

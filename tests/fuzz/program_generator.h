@@ -46,14 +46,7 @@ struct FuzzCase {
   bool short_field_calls = false;
 };
 
-// Shapes that hit defects found by the fuzzer and not fixed yet (docs/reliability.md,
-// "Findings"; each has a DISABLED_ test in test_fuzz_regressions.cpp). The CTest suite avoids
-// them so it stays a regression gate; the standalone fuzzer produces them unless asked not to.
-struct GeneratorOptions {
-  bool avoid_open_defects = false;
-};
-
-FuzzCase generate_case(std::uint64_t seed, const GeneratorOptions& options = {});
+FuzzCase generate_case(std::uint64_t seed);
 
 // The arguments of one call: owning fields (every one filled with random values, outputs too, so
 // untouched points are checked), scalars and the mesh the tables come from.

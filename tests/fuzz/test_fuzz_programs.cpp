@@ -18,12 +18,6 @@ namespace {
 constexpr std::uint64_t programs_per_batch = 25;
 constexpr int batches = 4;
 
-// The suite is a regression gate: it avoids the shapes of open defects (see GeneratorOptions).
-GeneratorOptions suite_options() {
-  GeneratorOptions o;
-  o.avoid_open_defects = true;
-  return o;
-}
 
 class FuzzBatch : public ::testing::TestWithParam<int> {};
 
@@ -32,11 +26,11 @@ TEST_P(FuzzBatch, CompiledAgreesWithReference) {
   RunStats stats;
   const std::uint64_t first = 1 + static_cast<std::uint64_t>(GetParam()) * programs_per_batch;
   for (std::uint64_t seed = first; seed < first + programs_per_batch; ++seed) {
-    const FuzzCase c = generate_case(seed, suite_options());
+    const FuzzCase c = generate_case(seed);
     const auto failure = check_case(c, config, stats);
     EXPECT_FALSE(failure.has_value()) << "seed " << seed << ": " << failure->kind << "\n  " << failure->detail
                                       << "\n  reproduce and shrink: fieldflow_fuzz_programs --seed " << seed
-                                      << " --count 1 --avoid-open-defects";
+                                      << " --count 1";
   }
   // The harness really ran the compiled program (a silent skip would pass every comparison).
   EXPECT_GT(stats.compiled_calls, programs_per_batch * 4);
@@ -63,7 +57,7 @@ TEST(FuzzGenerator, SameSeedSameProgramAndData) {
 TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
   std::map<std::string, int> seen;
   for (std::uint64_t seed = 1; seed <= programs_per_batch * batches; ++seed) {
-    const FuzzCase c = generate_case(seed, suite_options());
+    const FuzzCase c = generate_case(seed);
     seen[c.mesh ? (c.bounded ? "bounded mesh" : "torus") : "cartesian"]++;
     for (Layout l : c.layouts) seen[std::string(to_string(l))]++;
     if (c.short_field_calls) seen["short-field calls"]++;

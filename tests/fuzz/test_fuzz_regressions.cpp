@@ -1,5 +1,5 @@
 // Minimal programs the fuzzer found (docs/reliability.md, "Findings"), each compared with the
-// reference executor. Tests named DISABLED_ document defects that are not fixed yet: run them
+// reference executor. Tests named  document defects that are not fixed yet: run them
 // with --gtest_also_run_disabled_tests.
 #include <gtest/gtest.h>
 
@@ -22,7 +22,7 @@ const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
 // Fuzzer seed 14 (shrunk): a tuple carry whose body permutes its components. The new carry must
 // be computed from the whole previous one; updating the components one after the other makes the
 // second read the first's new value. Reference: (0, 1) -> (1, 0) at the first level.
-TEST(FuzzRegressions, DISABLED_TupleCarryPermutationReadsThePreviousCarry) {
+TEST(FuzzRegressions, TupleCarryPermutationReadsThePreviousCarry) {
   ProgramBuilder pb("swap_carry");
   auto a = pb.field("a", {I, K}, DType::float64);
   auto o0 = pb.field("o0", {I, K}, DType::float64), o1 = pb.field("o1", {I, K}, DType::float64);
@@ -45,7 +45,7 @@ TEST(FuzzRegressions, DISABLED_TupleCarryPermutationReadsThePreviousCarry) {
 // Fuzzer seed 1 (shrunk): astype(astype(x, int32), float64) of x in (-1, 0) is +0.0 (the int 0
 // converted back). The JIT flags include -fno-trapping-math, with which GCC folds the two
 // conversions into one truncation (vroundsd) that keeps the sign: -0.0.
-TEST(FuzzRegressions, DISABLED_FloatToIntToFloatOfSmallNegativeIsPositiveZero) {
+TEST(FuzzRegressions, FloatToIntToFloatOfSmallNegativeIsPositiveZero) {
   ProgramBuilder pb("int_round_trip");
   auto a = pb.field("a", {I, K}, DType::float64), o = pb.field("o", {I, K}, DType::float64);
   pb.call("s", astype(astype(a, DType::int32), DType::float64), {o}, {{I, 0, 4}, {K, 0, 1}});
@@ -62,7 +62,7 @@ TEST(FuzzRegressions, DISABLED_FloatToIntToFloatOfSmallNegativeIsPositiveZero) {
 // (the reference, and what max_over does mirrored). The CPU backend emits ff_min(x, acc), which
 // keeps the new value on ties: +0 vs -0 come out with the other sign, and a NaN neighbour after a
 // number propagates where the reference ignores it.
-TEST(FuzzRegressions, DISABLED_MinOverTiesAndNaNsFollowSlotOrder) {
+TEST(FuzzRegressions, MinOverTiesAndNaNsFollowSlotOrder) {
   const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
   const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
   const Mesh mesh = make_torus_mesh(3, 3);
@@ -88,7 +88,7 @@ TEST(FuzzRegressions, DISABLED_MinOverTiesAndNaNsFollowSlotOrder) {
 // Fuzzer seeds 100 and 54 (shrunk): power(x, 0.5) and power(x, 2) must be std::pow like the
 // reference. With the JIT's flags (-O3 -fno-math-errno -fno-trapping-math) GCC emits sqrt
 // (vsqrtpd) and x * x instead, which differ from glibc's pow by one ulp for some x.
-TEST(FuzzRegressions, DISABLED_PowerWithConstantExponentIsPow) {
+TEST(FuzzRegressions, PowerWithConstantExponentIsPow) {
   const Dimension J = horizontal_dim("J");
   for (double exponent : {0.5, 2.0}) {
     ProgramBuilder pb("power_const");
