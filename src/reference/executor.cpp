@@ -117,6 +117,15 @@ class Interpreter {
 
   Scalar read_field(const Expr& e, const Point& pt) {
     const Field& f = *work_[p_.index_of(e.name)];
+    // A sparse field read inside a reduction over its local dimension: its slot is skipped where
+    // the table row of the element it is read at (not necessarily the reduction's own, as in
+    // s(E2C[0]) reduced over C2E) has no neighbour.
+    for (std::size_t r = reducing_.size(); r-- > 0;) {
+      const Connectivity& c = reducing_conn_[r];
+      if (f.axis_of(c.local) < 0 || f.axis_of(c.source) < 0) continue;
+      if (neighbor_of(c, pt, pt.index[slot(c.local)]) < 0) throw SkipNeighbor{c.local};
+      break;
+    }
     std::int64_t off = 0;
     for (std::size_t a = 0; a < f.dims().size(); ++a) {
       const int s = slot(f.dims()[a]);
@@ -235,10 +244,12 @@ class Interpreter {
       const int ss = slot(e.conn.source);
       q.set[ls] = true;
       reducing_.push_back(e.conn.local);
+      reducing_conn_.push_back(e.conn);
       struct Pop {
         std::vector<Dimension>& v;
-        ~Pop() { v.pop_back(); }
-      } pop{reducing_};
+        std::vector<Connectivity>& c;
+        ~Pop() { v.pop_back(); c.pop_back(); }
+      } pop{reducing_, reducing_conn_};
       for (int n = 0; n < e.conn.max_neighbors; ++n) {
         // Missing neighbours do not contribute. Where the point has the connectivity's source
         // element, its table row tells (this covers sparse fields too); a local field shifted
@@ -313,6 +324,7 @@ class Interpreter {
   std::vector<Dimension> slots_;
   Frame* frame_ = nullptr;
   std::vector<Dimension> reducing_;  // local dims of the reductions being evaluated, innermost last
+  std::vector<Connectivity> reducing_conn_;  // their connectivities
   std::map<std::vector<std::int64_t>, std::vector<std::vector<Scalar>>> scan_cache_;
 };
 

@@ -1,0 +1,106 @@
+// Language constructs GT4Py "next" users write daily (issue 8): selecting one neighbour slot of a
+// sparse field, implicit dimension promotion, concat_where on compound conditions, static scalar
+// parameters, programs over many dimensions, sparse fields shifted before they are reduced, and
+// calls that fail without changing any argument. Run on both backends (see run_program.h);
+// expected values come from plain loops over the mesh tables.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "fieldflow/compile.h"
+#include "fieldflow/dsl.h"
+#include "fieldflow/errors.h"
+#include "fieldflow/mesh.h"
+#include "fieldflow/reference.h"
+#include "reference/lang_test_util.h"
+#include "reference/run_program.h"
+
+namespace fieldflow {
+namespace {
+
+using namespace langtest;
+
+const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
+const Connectivity E2C = make_connectivity("E2C", Edge, Cell, 2);
+const Connectivity E2C2V = make_connectivity("E2C2V", Edge, Vertex, 4);
+const Connectivity C2V = make_connectivity("C2V", Cell, Vertex, 3);
+const Connectivity C2E = make_connectivity("C2E", Cell, Edge, 3);
+const Connectivity C2E2C = make_connectivity("C2E2C", Cell, Cell, 3);
+const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 6);
+const Connectivity V2C = make_connectivity("V2C", Vertex, Cell, 6);
+
+#ifdef FIELDFLOW_TEST_CPU_BACKEND
+constexpr Backend kBackend = Backend::cpu;
+#else
+constexpr Backend kBackend = Backend::reference;
+#endif
+
+std::int64_t nv(const Mesh& m) { return m.n_vertices; }
+std::int64_t ne(const Mesh& m) { return m.n_edges; }
+std::int64_t nc(const Mesh& m) { return m.n_cells; }
+
+double at(const Field& f, const Index& i) { return f.get_as_double(f.offset_of(i)); }
+
+Field filled(std::vector<Dimension> dims, std::vector<std::int64_t> shape, int seed, DType t = DType::float64) {
+  Field f(std::move(dims), t, std::move(shape));
+  if (seed >= 0) fill_pattern(f, seed);
+  else f.fill(kSentinel);
+  return f;
+}
+
+class Gaps : public ::testing::Test {
+ protected:
+  Mesh bounded = make_bounded_mesh(4, 3);
+  static constexpr std::int64_t nk = 3;
+};
+
+// --- 6. sparse fields shifted to another location, then reduced ------------------------------------
+
+TEST_F(Gaps, SparseFieldShiftedThenReducedSkipsTheRowsMissingNeighbours) {
+  ProgramBuilder pb("sparse_shifted");
+  Expr sc = pb.field("sc", {Cell, C2E2C.local, K}, DType::float64);
+  Expr sv = pb.field("sv", {Vertex, V2E.local}, DType::float64);
+  Expr a = pb.field("a", {Edge, K}, DType::float64), b = pb.field("b", {Edge}, DType::float64);
+  Expr m = pb.field("m", {Edge}, DType::float64);
+  // The cell left of each edge (E2C[0], never missing) and the edge's end vertex (E2V[1]).
+  pb.call("levels", neighbor_sum(2.0 * sc(E2C[0]), C2E2C), {a}, {{Edge, 0, ne(bounded)}, {K, 0, nk}});
+  pb.call("plane", make_tuple({neighbor_sum(sv(E2V[1]), V2E), max_over(sv(E2V[1]), V2E)}), {b, m},
+          {{Edge, 0, ne(bounded)}});
+  // A sentinel in every skipped slot: one that leaks into a sum shows.
+  const auto& c2e2c = bounded.table("C2E2C");
+  const auto& v2e = bounded.table("V2E");
+  const auto& e2c = bounded.table("E2C");
+  const auto& e2v = bounded.table("E2V");
+  Field fsc = filled({Cell, C2E2C.local, K}, {nc(bounded), 3, nk}, 19), fsv = filled({Vertex, V2E.local}, {nv(bounded), 6}, 20);
+  for_each_index(fsc, [&](const Index& x) { if (c2e2c(x[0], static_cast<int>(x[1])) < 0) fsc.set_from_double(fsc.offset_of(x), 1e6); });
+  for_each_index(fsv, [&](const Index& x) { if (v2e(x[0], static_cast<int>(x[1])) < 0) fsv.set_from_double(fsv.offset_of(x), 1e6); });
+  Field oa = filled({Edge, K}, {ne(bounded), nk}, -1), ob = filled({Edge}, {ne(bounded)}, -1), om = filled({Edge}, {ne(bounded)}, -1);
+  run_program(pb.build(), Arguments().field("sc", fsc).field("sv", fsv).field("a", oa).field("b", ob).field("m", om)
+                              .connectivity("E2C", e2c).connectivity("E2V", e2v).connectivity("C2E2C", c2e2c)
+                              .connectivity("V2E", v2e));
+  EXPECT_TRUE(matches(oa, [&](const Index& x) {
+    const std::int64_t cell = e2c(x[0], 0);
+    double s = 0;
+    for (int n = 0; n < 3; ++n)
+      if (c2e2c(cell, n) >= 0) s = s + 2.0 * at(fsc, {cell, n, x[1]});
+    return s;
+  }));
+  EXPECT_TRUE(matches(ob, [&](const Index& x) {
+    const std::int64_t vertex = e2v(x[0], 1);
+    double s = 0;
+    for (int n = 0; n < 6; ++n)
+      if (v2e(vertex, n) >= 0) s = s + at(fsv, {vertex, n});
+    return s;
+  }));
+  EXPECT_TRUE(matches(om, [&](const Index& x) {
+    const std::int64_t vertex = e2v(x[0], 1);
+    double mx = std::numeric_limits<double>::lowest();
+    for (int n = 0; n < 6; ++n)
+      if (v2e(vertex, n) >= 0) mx = std::max(mx, at(fsv, {vertex, n}));
+    return mx;
+  }));
+}
+
+}  // namespace
+}  // namespace fieldflow
