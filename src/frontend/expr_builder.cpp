@@ -35,14 +35,31 @@ bool subset(const std::vector<Dimension>& a, const std::vector<Dimension>& b) {
   return true;
 }
 
-// Dims of a pointwise combination: one operand's dims must contain the other's (broadcast).
+std::vector<Dimension> horizontal(const std::vector<Dimension>& d) {
+  std::vector<Dimension> h;
+  for (const auto& x : d)
+    if (x.kind == DimKind::horizontal) h.push_back(x);
+  return h;
+}
+
+// Dims of a pointwise combination: the union of the operands' dims, as GT4Py promotes them
+// (edge_field * k_field is over (Edge, K)). Horizontal dims are not combined: two operands on
+// different locations (Edge and Cell, or I and J alone) are a mistake, unless one's horizontal
+// dims contain the other's.
 std::vector<Dimension> unify_dims(const std::vector<Dimension>& a, const std::vector<Dimension>& b,
                                   std::string_view what) {
   if (subset(a, b)) return b;
   if (subset(b, a)) return a;
-  throw DimensionError(fmt::format("dimension mismatch in {}: operands over [{}] and [{}]; expected one set to "
-                                   "contain the other (use broadcast to combine them)",
-                                   what, dims_str(a), dims_str(b)));
+  const auto ha = horizontal(a), hb = horizontal(b);
+  if (!subset(ha, hb) && !subset(hb, ha))
+    throw DimensionError(fmt::format("dimension mismatch in {}: operands over [{}] and [{}] are on different "
+                                     "horizontal locations ([{}] and [{}]); expected one operand's horizontal "
+                                     "dims to contain the other's (use broadcast to combine them)",
+                                     what, dims_str(a), dims_str(b), dims_str(ha), dims_str(hb)));
+  std::vector<Dimension> u = a;
+  for (const auto& d : b)
+    if (std::find(u.begin(), u.end(), d) == u.end()) u.push_back(d);
+  return ir::canonical_dims(std::move(u));
 }
 
 void require_field(const Expr& x, std::string_view what) {

@@ -55,6 +55,73 @@ class Gaps : public ::testing::Test {
   static constexpr std::int64_t nk = 3;
 };
 
+// --- 2. implicit dimension promotion ---------------------------------------------------------------
+
+TEST_F(Gaps, EdgeFieldTimesKFieldIsOverEdgeAndK) {
+  ProgramBuilder pb("promote");
+  Expr fe = pb.field("fe", {Edge}, DType::float64);
+  Expr fk = pb.field("fk", {K}, DType::float64);
+  Expr a = pb.field("a", {Edge, K}, DType::float64), b = pb.field("b", {Edge, K}, DType::float64);
+  Expr c = pb.field("c", {Edge, K}, DType::boolean);
+  const Expr product = fe * fk;
+  EXPECT_EQ(product.type().to_string(), "float64[Edge, K]");
+  // where, comparisons and tuples promote the same way, with no broadcast written.
+  pb.call("promote", make_tuple({product, where(fe < fk, fe, fk), fk > fe}), {a, b, c},
+          {{Edge, 0, ne(bounded)}, {K, 0, nk}});
+  Field ffe = filled({Edge}, {ne(bounded)}, 5), ffk = filled({K}, {nk}, 6);
+  Field oa = filled({Edge, K}, {ne(bounded), nk}, -1), ob = filled({Edge, K}, {ne(bounded), nk}, -1);
+  Field oc({Edge, K}, DType::boolean, {ne(bounded), nk});
+  run_program(pb.build(), Arguments().field("fe", ffe).field("fk", ffk).field("a", oa).field("b", ob).field("c", oc));
+  auto e = [&](const Index& x) { return at(ffe, {x[0]}); };
+  auto k = [&](const Index& x) { return at(ffk, {x[1]}); };
+  EXPECT_TRUE(matches(oa, [&](const Index& x) { return e(x) * k(x); }));
+  EXPECT_TRUE(matches(ob, [&](const Index& x) { return e(x) < k(x) ? e(x) : k(x); }));
+  EXPECT_TRUE(matches(oc, [&](const Index& x) { return k(x) > e(x) ? 1.0 : 0.0; }));
+}
+
+TEST_F(Gaps, WhereOnTuplesPromotesEachElement) {
+  ProgramBuilder pb("promote_tuple");
+  Expr fe = pb.field("fe", {Edge}, DType::float64);
+  Expr fk = pb.field("fk", {K}, DType::float64);
+  Expr a = pb.field("a", {Edge, K}, DType::float64), b = pb.field("b", {Edge, K}, DType::float64);
+  // Condition over [Edge, K], elements over [Edge] and [K]: each element is over [Edge, K].
+  const Expr swapped = where(fe < fk, make_tuple({fe, fk}), make_tuple({fk, fe}));
+  EXPECT_EQ(swapped.type().to_string(), "(float64[Edge, K], float64[Edge, K])");
+  pb.call("swap", swapped, {a, b}, {{Edge, 0, ne(bounded)}, {K, 0, nk}});
+  Field ffe = filled({Edge}, {ne(bounded)}, 24), ffk = filled({K}, {nk}, 25);
+  Field oa = filled({Edge, K}, {ne(bounded), nk}, -1), ob = filled({Edge, K}, {ne(bounded), nk}, -1);
+  run_program(pb.build(), Arguments().field("fe", ffe).field("fk", ffk).field("a", oa).field("b", ob));
+  auto e = [&](const Index& x) { return at(ffe, {x[0]}); };
+  auto k = [&](const Index& x) { return at(ffk, {x[1]}); };
+  EXPECT_TRUE(matches(oa, [&](const Index& x) { return e(x) < k(x) ? e(x) : k(x); }));
+  EXPECT_TRUE(matches(ob, [&](const Index& x) { return e(x) < k(x) ? k(x) : e(x); }));
+}
+
+TEST_F(Gaps, CartesianPlaneAndColumnPromoteToTheVolume) {
+  ProgramBuilder pb("promote_ijk");
+  Expr ij = pb.field("ij", {I, J}, DType::float32);
+  Expr col = pb.field("col", {K}, DType::float32);
+  Expr out = pb.field("out", {I, J, K}, DType::float32);
+  pb.call("promote", where(col > 0, ij + col, ij * col), {out}, {{I, 0, 4}, {J, 0, 3}, {K, 0, 5}});
+  Field fij = filled({I, J}, {4, 3}, 7, DType::float32), fcol = filled({K}, {5}, 8, DType::float32);
+  Field o = filled({I, J, K}, {4, 3, 5}, -1, DType::float32);
+  run_program(pb.build(), Arguments().field("ij", fij).field("col", fcol).field("out", o));
+  EXPECT_TRUE(matches(o, [&](const Index& x) {
+    const float p = fij.at<float>({x[0], x[1]}), c = fcol.at<float>({x[2]});
+    return static_cast<double>(c > 0 ? static_cast<float>(p + c) : static_cast<float>(p * c));
+  }, {}, 0));
+}
+
+TEST_F(Gaps, DifferentLocationsStillNeedAnExplicitAnswer) {
+  ProgramBuilder pb("promote_errors");
+  Expr fe = pb.field("fe", {Edge, K}, DType::float64);
+  Expr fc = pb.field("fc", {Cell}, DType::float64);
+  Expr mask = pb.field("mask", {Cell}, DType::boolean);
+  EXPECT_ERROR(DimensionError, fe + fc, "dimension mismatch", "[Edge, K]", "[Cell]", "horizontal");
+  EXPECT_ERROR(DimensionError, where(mask, fe, 0.0), "where", "[Cell]", "[Edge, K]");
+  EXPECT_ERROR(DimensionError, fe < fc, "[Edge]", "[Cell]");
+}
+
 // --- 6. sparse fields shifted to another location, then reduced ------------------------------------
 
 TEST_F(Gaps, SparseFieldShiftedThenReducedSkipsTheRowsMissingNeighbours) {
