@@ -15,6 +15,10 @@ namespace fieldflow {
 
 struct CartesianOffset { Dimension dim; std::int64_t offset; };
 struct DynamicOffset;
+// One neighbour slot of a connectivity's local dimension: w(slot(E2C2V, 2)) reads slot 2 of a
+// sparse field w over (Edge, E2C2VDim, K), a field over (Edge, K) (GT4Py: w[E2C2VDim(2)]).
+struct LocalSlot { Connectivity conn; int index; };
+LocalSlot slot(const Connectivity& c, int index);
 
 CartesianOffset operator+(const Dimension& d, std::int64_t k);
 CartesianOffset operator-(const Dimension& d, std::int64_t k);
@@ -34,6 +38,7 @@ class Expr {
   Expr operator()(const DynamicOffset& o) const;    // f(K + offset_field)
   Expr operator()(const NeighborOffset& o) const;   // f(E2V[0])
   Expr operator()(const Connectivity& c) const;     // f(E2V): local field over E2V's neighbours
+  Expr operator()(const LocalSlot& s) const;        // w(slot(E2V, 1)): one slot of a local field
   Expr operator[](int i) const;                     // tuple element
 
   const ir::Type& type() const { return node_->type; }

@@ -270,6 +270,66 @@ Expr Expr::operator()(const NeighborOffset& o) const {
 
 Expr Expr::operator()(const Connectivity& c) const { return (*this)(NeighborOffset{c, -1}); }
 
+LocalSlot slot(const Connectivity& c, int index) { return {c, index}; }
+
+namespace {
+// Selecting a slot is pushed down to the reads that carry the local dimension: a local shift
+// f(E2V) becomes the fixed shift f(E2V[i]) (so the runtime checks its table rows like any fixed
+// shift) and a stored sparse field gets a local_slot read. Everything between is rebuilt
+// without the local dimension, so no later stage sees a local value outside a reduction.
+ExprPtr select_slot(const ExprPtr& e, const Connectivity& c, int i, const std::string& what) {
+  if (!e->type.is_tuple() && !e->type.has(c.local)) return e;
+  auto without_local = [&](const Type& t) {
+    Type r = t;
+    std::erase(r.dims, c.local);
+    return r;
+  };
+  switch (e->kind) {
+    case ExprKind::field_ref: {
+      auto n = make_node(ExprKind::local_slot, without_local(e->type), {e});
+      n->conn = c;
+      n->dim = c.local;
+      n->offset = i;
+      return n;
+    }
+    case ExprKind::unary:
+    case ExprKind::binary:
+    case ExprKind::where:
+    case ExprKind::concat_where:
+    case ExprKind::cast:
+    case ExprKind::broadcast:
+    case ExprKind::named:
+    case ExprKind::shift:
+    case ExprKind::dynamic_shift:
+    case ExprKind::neighbor_shift:
+    case ExprKind::reduce:
+    case ExprKind::local_slot: {
+      if (e->type.is_tuple()) break;
+      auto n = std::make_shared<ir::Expr>(*e);
+      n->type = without_local(e->type);
+      for (auto& a : n->args) a = select_slot(a, c, i, what);
+      if (e->kind == ExprKind::neighbor_shift && e->offset < 0 && e->conn == c) n->offset = i;  // f(E2V) -> f(E2V[i])
+      if (e->kind == ExprKind::broadcast && n->type == n->args[0]->type) return n->args[0];
+      return n;
+    }
+    default: break;
+  }
+  throw DimensionError(fmt::format("{}: cannot select a slot of a {} value of type {}; select it from the local "
+                                   "fields it is computed from", what, to_string(e->kind), e->type.to_string()));
+}
+}  // namespace
+
+Expr Expr::operator()(const LocalSlot& s) const {
+  const std::string what = fmt::format("slot({}, {})", s.conn.name, s.index);
+  require_field(*this, what);
+  if (!type().has(s.conn.local))
+    throw DimensionError(fmt::format("{}: the operand has dims [{}], which do not include the local dimension {}",
+                                     what, dims_str(type().dims), s.conn.local.name));
+  if (s.index < 0 || s.index >= s.conn.max_neighbors)
+    throw DimensionError(fmt::format("{}: expected a slot in [0, {}), given {}", what, s.conn.max_neighbors, s.index));
+  return Expr(select_slot(node_, s.conn, s.index, what));
+}
+
 Expr Expr::operator[](int i) const {
   if (!type().is_tuple())
     throw DTypeError(fmt::format("tuple element [{}]: expected a tuple, given {}", i, type().to_string()));

@@ -230,6 +230,28 @@ class Interpreter {
       case ExprKind::scan: return eval_scan(e, pt, component);
       case ExprKind::scan_arg: return frame_->inputs[e.offset];
       case ExprKind::carry: return frame_->carry[e.offset];
+      case ExprKind::local_slot: {
+        // The slot is fixed here: an enclosing reduction over the same local dimension no longer
+        // indexes (or masks) it.
+        std::vector<Dimension> saved_dims = reducing_;
+        std::vector<Connectivity> saved_conns = reducing_conn_;
+        for (std::size_t r = reducing_.size(); r-- > 0;)
+          if (reducing_[r] == e.conn.local) {
+            reducing_.erase(reducing_.begin() + static_cast<std::ptrdiff_t>(r));
+            reducing_conn_.erase(reducing_conn_.begin() + static_cast<std::ptrdiff_t>(r));
+          }
+        struct Restore {
+          std::vector<Dimension>& d;
+          std::vector<Connectivity>& c;
+          std::vector<Dimension> sd;
+          std::vector<Connectivity> sc;
+          ~Restore() { d = std::move(sd); c = std::move(sc); }
+        } restore{reducing_, reducing_conn_, std::move(saved_dims), std::move(saved_conns)};
+        Point q = pt;
+        q.index[slot(e.conn.local)] = e.offset;
+        q.set[slot(e.conn.local)] = true;
+        return eval(*e.args[0], q, component);
+      }
     }
     FIELDFLOW_ASSERT(false, "unknown expression kind");
   }

@@ -55,6 +55,60 @@ class Gaps : public ::testing::Test {
   static constexpr std::int64_t nk = 3;
 };
 
+// --- 1. one slot of a sparse field ------------------------------------------------------------------
+
+TEST_F(Gaps, SlotOfASparseFieldIsAFieldWithoutTheLocalDimension) {
+  ProgramBuilder pb("slot_sparse");
+  Expr w = pb.field("w", {Edge, E2C2V.local, K}, DType::float64);
+  Expr out = pb.field("out", {Edge, K}, DType::float64);
+  const Expr picked = w(slot(E2C2V, 2));
+  EXPECT_EQ(picked.type().to_string(), "float64[Edge, K]");
+  pb.call("pick", 2.0 * picked - w(slot(E2C2V, 0)), {out}, {{Edge, 0, ne(bounded)}, {K, 0, nk}});
+  // Slot 3 is -1 on boundary edges: a stored sparse value is still read, as GT4Py does.
+  Field fw = filled({Edge, E2C2V.local, K}, {ne(bounded), 4, nk}, 1), o = filled({Edge, K}, {ne(bounded), nk}, -1);
+  run_program(pb.build(), Arguments().field("w", fw).field("out", o));
+  EXPECT_TRUE(matches(o, [&](const Index& x) { return 2.0 * at(fw, {x[0], 2, x[1]}) - at(fw, {x[0], 0, x[1]}); }));
+}
+
+TEST_F(Gaps, SlotOfALocalFieldIsTheFixedNeighbourShift) {
+  ProgramBuilder pb("slot_local");
+  Expr fv = pb.field("fv", {Vertex, K}, DType::float64);
+  Expr w = pb.field("w", {Edge, E2V.local}, DType::float64);
+  Expr a = pb.field("a", {Edge, K}, DType::float64), b = pb.field("b", {Edge, K}, DType::float64);
+  // (w * fv(E2V)) selected at slot 1: the weight's slot 1 times the edge's second vertex.
+  pb.call("pick", make_tuple({fv(E2V)(slot(E2V, 1)), (w * fv(E2V))(slot(E2V, 1))}), {a, b},
+          {{Edge, 0, ne(bounded)}, {K, 0, nk}});
+  Field f = filled({Vertex, K}, {nv(bounded), nk}, 2), fw = filled({Edge, E2V.local}, {ne(bounded), 2}, 3);
+  Field oa = filled({Edge, K}, {ne(bounded), nk}, -1), ob = filled({Edge, K}, {ne(bounded), nk}, -1);
+  const auto& t = bounded.table("E2V");
+  run_program(pb.build(), Arguments().field("fv", f).field("w", fw).field("a", oa).field("b", ob).connectivity("E2V", t));
+  EXPECT_TRUE(matches(oa, [&](const Index& x) { return at(f, {t(x[0], 1), x[1]}); }));
+  EXPECT_TRUE(matches(ob, [&](const Index& x) { return at(fw, {x[0], 1}) * at(f, {t(x[0], 1), x[1]}); }));
+}
+
+TEST_F(Gaps, SlotOfALocalFieldThroughAMissingNeighbourIsADomainError) {
+  ProgramBuilder pb("slot_missing");
+  Expr fv = pb.field("fv", {Vertex}, DType::float64);
+  Expr out = pb.field("out", {Edge}, DType::float64);
+  pb.call("pick", fv(E2C2V)(slot(E2C2V, 3)), {out}, {{Edge, 0, ne(bounded)}});
+  Field f = filled({Vertex}, {nv(bounded)}, 4), o = filled({Edge}, {ne(bounded)}, -1);
+  const auto before = snapshot(o);
+  EXPECT_ERROR(DomainError,
+               run_program(pb.build(), Arguments().field("fv", f).field("out", o).connectivity("E2C2V", bounded.table("E2C2V"))),
+               "missing neighbour", "E2C2V");
+  EXPECT_TRUE(same_values(snapshot(o), before));
+}
+
+TEST_F(Gaps, SlotErrorsNameTheLocalDimensionAndTheRange) {
+  ProgramBuilder pb("slot_errors");
+  Expr w = pb.field("w", {Edge, E2C2V.local}, DType::float64);
+  Expr fe = pb.field("fe", {Edge}, DType::float64);
+  EXPECT_ERROR(DimensionError, fe(slot(E2C2V, 0)), "slot(E2C2V, 0)", "[Edge]", "E2C2VDim");
+  EXPECT_ERROR(DimensionError, w(slot(E2C2V, 4)), "slot(E2C2V, 4)", "[0, 4)", "given 4");
+  EXPECT_ERROR(DimensionError, w(slot(E2C2V, -1)), "[0, 4)", "given -1");
+  EXPECT_ERROR(DTypeError, make_tuple({w, w})(slot(E2C2V, 0)), "expected a field", "tuple");
+}
+
 // --- 2. implicit dimension promotion ---------------------------------------------------------------
 
 TEST_F(Gaps, EdgeFieldTimesKFieldIsOverEdgeAndK) {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "fieldflow/errors.h"
 
@@ -397,6 +398,26 @@ class KernelEmitter {
       case ExprKind::scan_arg: return fmt::format("in{}", e.offset);
       case ExprKind::carry: return fmt::format("c{}", e.offset);
       case ExprKind::scan: FIELDFLOW_ASSERT(false, "scan inside a kernel value (select_transients missed it)");
+      case ExprKind::local_slot: {
+        Point q;
+        for (const auto& i : p)
+          if (!(i.dim == e.conn.local)) q.push_back(i);
+        q.push_back({e.conn.local, std::to_string(e.offset), 0, false});
+        // The slot is fixed here: an enclosing reduction over the same local dimension does not
+        // mask it (the reference does the same).
+        const auto saved = std::make_tuple(reducing_, reducing_conn_, reduce_src_, reduce_ok_);
+        for (std::size_t r = reducing_.size(); r-- > 0;)
+          if (reducing_[r] == e.conn.local) {
+            const auto at = static_cast<std::ptrdiff_t>(r);
+            reducing_.erase(reducing_.begin() + at);
+            reducing_conn_.erase(reducing_conn_.begin() + at);
+            reduce_src_.erase(reduce_src_.begin() + at);
+            reduce_ok_.erase(reduce_ok_.begin() + at);
+          }
+        const std::string v = gen(*e.args[0], q, comp, code, ind);
+        std::tie(reducing_, reducing_conn_, reduce_src_, reduce_ok_) = saved;
+        return v;
+      }
     }
     FIELDFLOW_ASSERT(false, "unknown expression kind");
   }
