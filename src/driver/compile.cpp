@@ -12,6 +12,25 @@
 
 namespace fieldflow {
 
+namespace {
+// A program may mention any number of dimensions, but one buffer or kernel loop of generated
+// code has at most FF_MAX_DIMS (fixed-size arrays of the C ABI).
+void check_buffer_dims(const ir::Schedule& s) {
+  auto check = [&](const std::vector<Dimension>& dims, const std::string& what) {
+    if (dims.size() <= FF_MAX_DIMS) return;
+    std::string names;
+    for (const auto& d : dims) names += (names.empty() ? "" : ", ") + d.name;
+    throw DimensionError(fmt::format("program '{}': {} has {} dimensions [{}]; compiled code supports at most {} per "
+                                     "field, transient or loop (the reference executor has no limit)",
+                                     s.program.name, what, dims.size(), names, FF_MAX_DIMS));
+  };
+  for (const auto& prm : s.program.params)
+    if (prm.kind == ir::ParamKind::field) check(prm.type.dims, fmt::format("field '{}'", prm.name));
+  for (const auto& t : s.transients) check(t.dims, fmt::format("transient '{}'", t.name));
+  for (const auto& k : s.kernels) check(ir::kernel_loop_dims(s, k), fmt::format("kernel '{}'", k.name));
+}
+}  // namespace
+
 CompiledProgram compile(const ir::Program& program, const CompileOptions& options) {
   // Options are checked now, never at the first call.
   (void)options.memory.resolved_mode();
@@ -36,6 +55,7 @@ CompiledProgram compile(const ir::Program& program, const CompileOptions& option
     po.layout = options.layout;
     po.target = Device::cpu;
     image.schedule = passes::lower(program, po);
+    check_buffer_dims(image.schedule);
     image.source = codegen::generate_cpu_source(image.schedule);
     toolchain::ModuleCache cache(options.cache_dir.empty() ? std::filesystem::path{} : std::filesystem::path(options.cache_dir));
     const auto entry = cache.get_or_build(program.name, image.source, toolchain::default_compiler_config(true),

@@ -4,7 +4,6 @@
 // and caches it. Outputs are computed into copies and committed only when the call succeeds.
 #include <fmt/format.h>
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <map>
 #include <unordered_map>
@@ -24,18 +23,46 @@ using ir::ExprKind;
 using reference::dispatch;
 using reference::scalar_as;
 
-constexpr int max_dims = 8;
-
-// An index point: one slot per dimension the program mentions; unset slots are not part of it.
+// An index point: one slot per dimension the program mentions (as many as it has: ICON programs
+// touch several locations and many local dimensions); unset slots are not part of it.
 struct Point {
-  std::array<std::int64_t, max_dims> index{};
-  std::array<bool, max_dims> set{};
+  std::vector<std::int64_t> index;
+  std::vector<char> set;
 };
+
+// Every dimension the program mentions, each once: the slots of its points.
+std::vector<Dimension> program_dims(const ir::Program& p) {
+  std::vector<Dimension> dims;
+  auto add = [&](const Dimension& d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) dims.push_back(d);
+  };
+  auto add_type = [&](const ir::Type& t, auto& self) -> void {
+    for (const auto& d : t.dims) add(d);
+    for (const auto& el : t.elements) self(el, self);
+  };
+  for (const auto& prm : p.params) {
+    add_type(prm.type, add_type);
+    if (prm.kind == ir::ParamKind::connectivity)
+      for (const auto& d : {prm.conn.source, prm.conn.target, prm.conn.local}) add(d);
+  }
+  for (const auto& st : p.stmts) {
+    for (const auto& r : st.domain) add(r.dim);
+    for (const Expr* e : ir::post_order(st.expr)) {
+      add_type(e->type, add_type);
+      if (e->kind == ExprKind::neighbor_shift || e->kind == ExprKind::reduce || e->kind == ExprKind::local_slot)
+        for (const auto& d : {e->conn.source, e->conn.target, e->conn.local}) add(d);
+      if (e->kind == ExprKind::index || e->kind == ExprKind::concat_where || e->kind == ExprKind::shift ||
+          e->kind == ExprKind::dynamic_shift || e->kind == ExprKind::scan)
+        add(e->dim);
+    }
+  }
+  return dims;
+}
 
 class Interpreter {
  public:
   Interpreter(const ir::Program& p, const ir::BoundCall& call, std::vector<Field*> work)
-      : p_(p), call_(call), work_(std::move(work)) {}
+      : p_(p), call_(call), work_(std::move(work)), slots_(program_dims(p)) {}
 
   void run_stmt(const ir::Stmt& st) {
     stmt_ = &st;
@@ -47,7 +74,7 @@ class Interpreter {
     // Compute every value first, then write: an output that is also read (in/out) is never
     // observed half-updated.
     std::vector<std::pair<std::vector<std::int64_t>, std::vector<Scalar>>> results;
-    Point pt;
+    Point pt{std::vector<std::int64_t>(slots_.size()), std::vector<char>(slots_.size())};
     std::vector<std::int64_t> idx(ranges_.size());
     for (const auto& r : ranges_)
       if (r.hi <= r.lo) return;  // empty domain
@@ -87,9 +114,7 @@ class Interpreter {
   int slot(const Dimension& d) {
     for (int i = 0; i < static_cast<int>(slots_.size()); ++i)
       if (slots_[i] == d) return i;
-    FIELDFLOW_ASSERT(slots_.size() < max_dims, "too many dimensions in one program");
-    slots_.push_back(d);
-    return static_cast<int>(slots_.size()) - 1;
+    FIELDFLOW_ASSERT(false, "dimension " + d.name + " is not mentioned by the program");
   }
 
   std::string where() const { return fmt::format("program '{}', call '{}'", p_.name, stmt_->op); }

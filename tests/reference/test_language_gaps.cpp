@@ -176,6 +176,67 @@ TEST_F(Gaps, DifferentLocationsStillNeedAnExplicitAnswer) {
   EXPECT_ERROR(DimensionError, fe < fc, "[Edge]", "[Cell]");
 }
 
+// --- 5. programs over many dimensions ---------------------------------------------------------------
+
+// Vertex, Edge, Cell, K and eight local dimensions: twelve in one program.
+TEST_F(Gaps, ProgramOverTwelveDimensions) {
+  ProgramBuilder pb("twelve_dims");
+  Expr fv = pb.field("fv", {Vertex, K}, DType::float64);
+  Expr fe = pb.field("fe", {Edge, K}, DType::float64);
+  Expr fc = pb.field("fc", {Cell, K}, DType::float64);
+  Expr ov = pb.field("ov", {Vertex, K}, DType::float64);
+  Expr oe = pb.field("oe", {Edge, K}, DType::float64);
+  Expr oc = pb.field("oc", {Cell, K}, DType::float64);
+  pb.call("at_vertices", neighbor_sum(fe(V2E), V2E) + 2.0 * neighbor_sum(fc(V2C), V2C), {ov},
+          {{Vertex, 0, nv(bounded)}, {K, 0, nk}});
+  pb.call("at_cells", neighbor_sum(fv(C2V), C2V) + 2.0 * neighbor_sum(fe(C2E), C2E) + 3.0 * neighbor_sum(fc(C2E2C), C2E2C),
+          {oc}, {{Cell, 0, nc(bounded)}, {K, 0, nk}});
+  pb.call("at_edges", neighbor_sum(fv(E2V), E2V) + 2.0 * neighbor_sum(fc(E2C), E2C) + 3.0 * neighbor_sum(fv(E2C2V), E2C2V),
+          {oe}, {{Edge, 0, ne(bounded)}, {K, 0, nk}});
+  Field v = filled({Vertex, K}, {nv(bounded), nk}, 16), e = filled({Edge, K}, {ne(bounded), nk}, 17),
+        c = filled({Cell, K}, {nc(bounded), nk}, 18);
+  Field rv = filled({Vertex, K}, {nv(bounded), nk}, -1), re = filled({Edge, K}, {ne(bounded), nk}, -1),
+        rc = filled({Cell, K}, {nc(bounded), nk}, -1);
+  Arguments args;
+  args.field("fv", v).field("fe", e).field("fc", c).field("ov", rv).field("oe", re).field("oc", rc);
+  for (const char* t : {"V2E", "V2C", "C2V", "C2E", "C2E2C", "E2V", "E2C", "E2C2V"}) args.connectivity(t, bounded.table(t));
+  run_program(pb.build(), args);
+  // sum over the present neighbours of `table` of field `f` at level k
+  auto sum = [&](const char* table, const Field& f, std::int64_t i, std::int64_t k) {
+    const NeighborTable& t = bounded.table(table);
+    double s = 0;
+    for (int n = 0; n < t.max_neighbors; ++n)
+      if (t(i, n) >= 0) s = s + at(f, {t(i, n), k});
+    return s;
+  };
+  EXPECT_TRUE(matches(rv, [&](const Index& x) { return sum("V2E", e, x[0], x[1]) + 2.0 * sum("V2C", c, x[0], x[1]); }));
+  EXPECT_TRUE(matches(rc, [&](const Index& x) {
+    return sum("C2V", v, x[0], x[1]) + 2.0 * sum("C2E", e, x[0], x[1]) + 3.0 * sum("C2E2C", c, x[0], x[1]);
+  }));
+  EXPECT_TRUE(matches(re, [&](const Index& x) {
+    return sum("E2V", v, x[0], x[1]) + 2.0 * sum("E2C", c, x[0], x[1]) + 3.0 * sum("E2C2V", v, x[0], x[1]);
+  }));
+}
+
+// One field over nine dimensions: the reference runs it; compiled code refuses it with a typed
+// error (its buffers have at most FF_MAX_DIMS = 8 dims), never an overflow.
+TEST(GapsLimits, AFieldOverNineDimensionsRunsInTheReferenceAndIsRefusedByCompiledCode) {
+  std::vector<Dimension> dims;
+  for (int d = 0; d < 8; ++d) dims.push_back(horizontal_dim("H" + std::to_string(d)));
+  dims.push_back(K);
+  ProgramBuilder pb("nine_dims");
+  Expr f = pb.field("f", dims, DType::float64), out = pb.field("out", dims, DType::float64);
+  std::vector<ProgramBuilder::Bound> domain;
+  for (const auto& d : dims) domain.push_back({d, 0, 2});
+  pb.call("twice", 2.0 * f, {out}, domain);
+  const ir::Program p = pb.build();
+  const std::vector<std::int64_t> shape(9, 2);
+  Field ff = filled(dims, shape, 23), o = filled(dims, shape, -1);
+  run_reference(p, Arguments().field("f", ff).field("out", o));
+  EXPECT_TRUE(matches(o, [&](const Index& x) { return 2.0 * at(ff, x); }));
+  EXPECT_ERROR(DimensionError, compile(p), "nine_dims", "field 'f'", "9 dimensions", "at most 8");
+}
+
 // --- 6. sparse fields shifted to another location, then reduced ------------------------------------
 
 TEST_F(Gaps, SparseFieldShiftedThenReducedSkipsTheRowsMissingNeighbours) {
