@@ -106,14 +106,32 @@ Expr min_over(const Expr& x, const Connectivity& over);
 // Naming a non-local dimension as the reduction axis is a DimensionError.
 Expr neighbor_sum(const Expr& x, const Dimension& axis);
 
-// concat_where on an index condition of one dimension: K == 0, K < n, K >= nk - 1, ...
-struct IndexCondition { Dimension dim; ir::CompareOp cmp; Expr bound; };
+// concat_where on index conditions: K == 0, K < n, K >= nk - 1, and their combinations with
+// & (both), | (either) and ~ (not), e.g. (maximum(2, nk - 2) <= K) & (K < nk - 1). Bounds are
+// integer constants, affine expressions of int scalar parameters, or minimum/maximum of those.
+struct IndexCondition {
+  enum class Op { compare, all, any, negate };
+  Dimension dim;  // compare: dim cmp bound
+  ir::CompareOp cmp = ir::CompareOp::equal;
+  Expr bound = 0;
+  Op op = Op::compare;
+  std::vector<IndexCondition> parts;  // all / any: two conditions; negate: one
+};
 IndexCondition operator==(const Dimension& d, const Expr& bound);
 IndexCondition operator!=(const Dimension& d, const Expr& bound);
 IndexCondition operator<(const Dimension& d, const Expr& bound);
 IndexCondition operator<=(const Dimension& d, const Expr& bound);
 IndexCondition operator>(const Dimension& d, const Expr& bound);
 IndexCondition operator>=(const Dimension& d, const Expr& bound);
+IndexCondition operator==(const Expr& bound, const Dimension& d);  // 2 <= K is K >= 2
+IndexCondition operator!=(const Expr& bound, const Dimension& d);
+IndexCondition operator<(const Expr& bound, const Dimension& d);
+IndexCondition operator<=(const Expr& bound, const Dimension& d);
+IndexCondition operator>(const Expr& bound, const Dimension& d);
+IndexCondition operator>=(const Expr& bound, const Dimension& d);
+IndexCondition operator&(const IndexCondition& a, const IndexCondition& b);
+IndexCondition operator|(const IndexCondition& a, const IndexCondition& b);
+IndexCondition operator~(const IndexCondition& c);
 Expr concat_where(const IndexCondition& cond, const Expr& a, const Expr& b);
 
 // Scan operator: sweeps the vertical dimension of its inputs, forward (increasing index) or

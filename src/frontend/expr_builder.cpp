@@ -3,6 +3,8 @@
 // shifts need the dimension they shift along, reductions need a local dimension.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
 
@@ -481,8 +483,18 @@ Expr neighbor_sum(const Expr& x, const Dimension& axis) {
                                    "e.g. neighbor_sum(x, {})", axis.name, axis.name.substr(0, axis.name.size() - 3)));
 }
 
+namespace {
+IndexCondition comparison(const Dimension& d, ir::CompareOp cmp, const Expr& bound) {
+  IndexCondition c;
+  c.dim = d;
+  c.cmp = cmp;
+  c.bound = bound;
+  return c;
+}
+}  // namespace
+
 #define FIELDFLOW_INDEX_CONDITION(op, cmp) \
-  IndexCondition operator op(const Dimension& d, const Expr& bound) { return {d, ir::CompareOp::cmp, bound}; }
+  IndexCondition operator op(const Dimension& d, const Expr& bound) { return comparison(d, ir::CompareOp::cmp, bound); }
 FIELDFLOW_INDEX_CONDITION(==, equal)
 FIELDFLOW_INDEX_CONDITION(!=, not_equal)
 FIELDFLOW_INDEX_CONDITION(<, less)
@@ -491,7 +503,83 @@ FIELDFLOW_INDEX_CONDITION(>, greater)
 FIELDFLOW_INDEX_CONDITION(>=, greater_equal)
 #undef FIELDFLOW_INDEX_CONDITION
 
-Expr concat_where(const IndexCondition& cond, const Expr& a0, const Expr& b0) {
+#define FIELDFLOW_INDEX_CONDITION_FLIPPED(op, cmp) \
+  IndexCondition operator op(const Expr& bound, const Dimension& d) { return comparison(d, ir::CompareOp::cmp, bound); }
+FIELDFLOW_INDEX_CONDITION_FLIPPED(==, equal)
+FIELDFLOW_INDEX_CONDITION_FLIPPED(!=, not_equal)
+FIELDFLOW_INDEX_CONDITION_FLIPPED(<, greater)
+FIELDFLOW_INDEX_CONDITION_FLIPPED(<=, greater_equal)
+FIELDFLOW_INDEX_CONDITION_FLIPPED(>, less)
+FIELDFLOW_INDEX_CONDITION_FLIPPED(>=, less_equal)
+#undef FIELDFLOW_INDEX_CONDITION_FLIPPED
+
+IndexCondition operator&(const IndexCondition& a, const IndexCondition& b) {
+  IndexCondition c;
+  c.op = IndexCondition::Op::all;
+  c.parts = {a, b};
+  return c;
+}
+IndexCondition operator|(const IndexCondition& a, const IndexCondition& b) {
+  IndexCondition c;
+  c.op = IndexCondition::Op::any;
+  c.parts = {a, b};
+  return c;
+}
+IndexCondition operator~(const IndexCondition& a) {
+  IndexCondition c;
+  c.op = IndexCondition::Op::negate;
+  c.parts = {a};
+  return c;
+}
+
+namespace {
+Expr concat_where_compare(const IndexCondition& cond, const Expr& a0, const Expr& b0);
+
+// A bound that is minimum/maximum(x, y) becomes a combination of comparisons with x and y
+// (K < min(x, y) is K < x & K < y, ...); nullopt when the bound is neither.
+std::optional<IndexCondition> expand_min_max(const IndexCondition& c) {
+  const ir::Expr& n = *c.bound.node();
+  if (n.kind != ExprKind::binary || (n.bop != ir::BinaryOp::minimum && n.bop != ir::BinaryOp::maximum))
+    return std::nullopt;
+  const Expr x(n.args[0]), y(n.args[1]);
+  const bool is_min = n.bop == ir::BinaryOp::minimum;
+  const IndexCondition cx = comparison(c.dim, c.cmp, x), cy = comparison(c.dim, c.cmp, y);
+  using ir::CompareOp;
+  switch (c.cmp) {
+    case CompareOp::less:
+    case CompareOp::less_equal: return is_min ? (cx & cy) : (cx | cy);
+    case CompareOp::greater:
+    case CompareOp::greater_equal: return is_min ? (cx | cy) : (cx & cy);
+    case CompareOp::equal:
+    case CompareOp::not_equal: {
+      // K == max(x, y): K == x where x is the larger one, or K == y where y is.
+      const CompareOp other = is_min ? CompareOp::less_equal : CompareOp::greater_equal;
+      const IndexCondition eq = (comparison(c.dim, CompareOp::equal, x) & comparison(c.dim, other, y)) |
+                                (comparison(c.dim, CompareOp::equal, y) & comparison(c.dim, other, x));
+      return c.cmp == CompareOp::equal ? eq : ~eq;
+    }
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+// Compound conditions become nested concat_where nodes, each on one comparison: extent
+// inference and code generation then see only the conditions they already reason about
+// exactly (each branch's reads are constrained by every comparison on its path).
+Expr concat_where(const IndexCondition& cond, const Expr& a, const Expr& b) {
+  switch (cond.op) {
+    case IndexCondition::Op::compare:
+      if (auto expanded = expand_min_max(cond)) return concat_where(*expanded, a, b);
+      return concat_where_compare(cond, a, b);
+    case IndexCondition::Op::all: return concat_where(cond.parts.at(0), concat_where(cond.parts.at(1), a, b), b);
+    case IndexCondition::Op::any: return concat_where(cond.parts.at(0), a, concat_where(cond.parts.at(1), a, b));
+    case IndexCondition::Op::negate: return concat_where(cond.parts.at(0), b, a);
+  }
+  return a;
+}
+
+namespace {
+Expr concat_where_compare(const IndexCondition& cond, const Expr& a0, const Expr& b0) {
   const std::string what = fmt::format("concat_where({} {} ..)", cond.dim.name, to_string(cond.cmp));
   require_field(a0, what);
   require_field(b0, what);
@@ -508,6 +596,7 @@ Expr concat_where(const IndexCondition& cond, const Expr& a0, const Expr& b0) {
   e->bound = to_sym(cond.bound, what + " bound");
   return Expr(e);
 }
+}  // namespace
 
 Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init, const ScanBody& body,
           std::vector<Expr> inputs) {

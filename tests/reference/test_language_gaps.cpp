@@ -176,6 +176,78 @@ TEST_F(Gaps, DifferentLocationsStillNeedAnExplicitAnswer) {
   EXPECT_ERROR(DimensionError, fe < fc, "[Edge]", "[Cell]");
 }
 
+// --- 3. concat_where on compound conditions ---------------------------------------------------------
+
+// The branch reading K-1 and K+1 is taken only inside [max(1, nlev-6), min(nlev-1, 7)): the input
+// needs no level outside [0, nlev), on both backends (extent inference sees each comparison).
+void check_clamped_band(std::int64_t nlev) {
+  ProgramBuilder pb("band");
+  Expr f = pb.field("f", {Cell, K}, DType::float64);
+  Expr out = pb.field("out", {Cell, K}, DType::float64);
+  Expr n = pb.scalar("nlev", DType::int32);
+  const IndexCondition band = (maximum(1, n - 6) <= K) & (K < minimum(n - 1, 7));
+  pb.call("band", concat_where(band, f(K - 1) + f(K + 1), f), {out}, {{Cell, 0, 5}, {K, 0, n}});
+  Field ff = filled({Cell, K}, {5, nlev}, 9), o = filled({Cell, K}, {5, nlev}, -1);
+  run_program(pb.build(), Arguments().field("f", ff).field("out", o).scalar("nlev", static_cast<std::int32_t>(nlev)));
+  const std::int64_t lo = std::max<std::int64_t>(1, nlev - 6), hi = std::min<std::int64_t>(nlev - 1, 7);
+  EXPECT_TRUE(matches(o, [&](const Index& x) {
+    return x[1] >= lo && x[1] < hi ? at(ff, {x[0], x[1] - 1}) + at(ff, {x[0], x[1] + 1}) : at(ff, x);
+  })) << "nlev " << nlev;
+}
+TEST_F(Gaps, ConcatWhereOnABandWithMinimumAndMaximumBounds) {
+  check_clamped_band(10);  // [4, 7)
+  check_clamped_band(5);   // [1, 4)
+  check_clamped_band(2);   // [1, 1): empty band
+}
+
+TEST_F(Gaps, ConcatWhereWithOrNotAndTwoDimensions) {
+  ProgramBuilder pb("or_not");
+  Expr f = pb.field("f", {I, K}, DType::float64);
+  Expr out = pb.field("out", {I, K}, DType::float64), edge = pb.field("edge", {I, K}, DType::float64);
+  Expr n = pb.scalar("n", DType::int32);
+  // Boundary levels get 0, the interior averages its neighbours (reads stay inside [0, n)).
+  pb.call("interior", concat_where((K == 0) | ~(K < n - 1), 0.0, 0.5 * (f(K - 1) + f(K + 1))), {out},
+          {{I, 0, 4}, {K, 0, n}});
+  // Two dimensions in one condition, and K == maximum(..) (K equal to the larger bound).
+  pb.call("corner", concat_where(((I < 2) & (K >= 3)) | (K == maximum(1, n - 5)), f * 10.0, f), {edge},
+          {{I, 0, 4}, {K, 0, n}});
+  const std::int64_t levels = 7;
+  Field ff = filled({I, K}, {4, levels}, 10), o = filled({I, K}, {4, levels}, -1), oe = filled({I, K}, {4, levels}, -1);
+  run_program(pb.build(), Arguments().field("f", ff).field("out", o).field("edge", oe).scalar("n", 7));
+  EXPECT_TRUE(matches(o, [&](const Index& x) {
+    return x[1] == 0 || x[1] >= levels - 1 ? 0.0 : 0.5 * (at(ff, {x[0], x[1] - 1}) + at(ff, {x[0], x[1] + 1}));
+  }));
+  EXPECT_TRUE(matches(oe, [&](const Index& x) {
+    const bool in = (x[0] < 2 && x[1] >= 3) || x[1] == std::max<std::int64_t>(1, levels - 5);
+    return in ? at(ff, x) * 10.0 : at(ff, x);
+  }));
+}
+
+TEST_F(Gaps, CompoundConditionsKeepReadsOfTheTakenBranchOnly) {
+  // A read two levels down in the branch taken only where K >= 2 AND K < n: a field of exactly n
+  // levels is enough; a condition dropped by extent inference would demand levels below 0.
+  ProgramBuilder pb("taken_only");
+  Expr f = pb.field("f", {K}, DType::float64);
+  Expr out = pb.field("out", {K}, DType::float64);
+  Expr n = pb.scalar("n", DType::int32);
+  pb.call("down", concat_where(~((K < 2) | (K >= n)), f(K - 2), -1.0), {out}, {{K, 0, n}});
+  Field ff = filled({K}, {6}, 11), o = filled({K}, {6}, -1);
+  run_program(pb.build(), Arguments().field("f", ff).field("out", o).scalar("n", 6));
+  EXPECT_TRUE(matches(o, [&](const Index& x) { return x[0] >= 2 ? at(ff, {x[0] - 2}) : -1.0; }));
+}
+
+TEST_F(Gaps, CompoundConditionErrorsNameTheBound) {
+  ProgramBuilder pb("cond_errors");
+  Expr f = pb.field("f", {K}, DType::float64);
+  Expr n = pb.scalar("n", DType::int32);
+  Expr x = pb.scalar("x", DType::float64);
+  Expr levels = pb.field("levels", {K}, DType::int32);
+  EXPECT_ERROR(ProgramError, concat_where((K > 0) & (K < n * n), f, 0.0), "bound", "affine", "n");
+  EXPECT_ERROR(ProgramError, concat_where(K < maximum(n, levels), f, 0.0), "bound", "affine", "levels");
+  EXPECT_ERROR(DTypeError, concat_where(K < maximum(n, x), f, 0.0), "maximum", "int32", "float64");
+  EXPECT_ERROR(DimensionError, concat_where((K > 0) | (E2V.local == 1), f, 0.0), "local");
+}
+
 // --- 5. programs over many dimensions ---------------------------------------------------------------
 
 // Vertex, Edge, Cell, K and eight local dimensions: twelve in one program.
