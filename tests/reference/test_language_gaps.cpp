@@ -356,5 +356,40 @@ TEST_F(Gaps, SparseFieldShiftedThenReducedSkipsTheRowsMissingNeighbours) {
   }));
 }
 
+// --- 7. a failed call changes no argument ------------------------------------------------------------
+
+TEST_F(Gaps, DynamicOffsetOutsideTheExtentInALaterStatementLeavesEveryArgumentUnchanged) {
+  ProgramBuilder pb("atomic");
+  Expr f = pb.field("f", {Cell, K}, DType::float64);
+  Expr off = pb.field("off", {Cell, K}, DType::int32);
+  Expr first = pb.field("first", {Cell, K}, DType::float64), second = pb.field("second", {Cell, K}, DType::float64);
+  Expr inout = pb.field("inout", {Cell, K}, DType::float64);
+  pb.call("first", f + 1.0, {first}, {{Cell, 0, 4}, {K, 0, 5}});
+  pb.call("bump", inout * 2.0, {inout}, {{Cell, 0, 4}, {K, 0, 5}});
+  pb.call("second", f(K + off) + inout, {second}, {{Cell, 0, 4}, {K, 0, 5}});
+  const ir::Program p = pb.build();
+  Field ff = filled({Cell, K}, {4, 5}, 21), o1 = filled({Cell, K}, {4, 5}, -1), o2 = filled({Cell, K}, {4, 5}, -1);
+  Field io = filled({Cell, K}, {4, 5}, 22);
+  Field fo({Cell, K}, DType::int32, {4, 5});
+  fo.fill(0);
+  fo.set_from_double(fo.offset_of({2, 3}), 1);   // inside
+  fo.set_from_double(fo.offset_of({3, 4}), 1);   // level 5: outside f's [0, 5)
+  Arguments args = Arguments().field("f", ff).field("off", fo).field("first", o1).field("second", o2).field("inout", io);
+  const auto s1 = snapshot(o1), s2 = snapshot(o2), sio = snapshot(io), sf = snapshot(ff);
+  EXPECT_ERROR(DomainError, run_program(p, args), "atomic", "'f'", "K=5");
+  EXPECT_TRUE(same_values(snapshot(o1), s1));
+  EXPECT_TRUE(same_values(snapshot(o2), s2));
+  EXPECT_TRUE(same_values(snapshot(io), sio));
+  EXPECT_TRUE(same_values(snapshot(ff), sf));
+  // A valid call afterwards: nothing of the failed one is left behind.
+  fo.set_from_double(fo.offset_of({3, 4}), -4);
+  run_program(p, args);
+  EXPECT_TRUE(matches(o1, [&](const Index& x) { return at(ff, x) + 1.0; }));
+  EXPECT_TRUE(matches(io, [&](const Index& x) { return pattern(x, 22) * 2.0; }));
+  EXPECT_TRUE(matches(o2, [&](const Index& x) {
+    return at(ff, {x[0], x[1] + static_cast<std::int64_t>(at(fo, x))}) + pattern(x, 22) * 2.0;
+  }));
+}
+
 }  // namespace
 }  // namespace fieldflow
