@@ -332,6 +332,20 @@ std::vector<Field*> checked_in_kernel_outputs(const ir::Schedule& s, const ir::B
   return out;
 }
 
+// The program was compiled for these values of its static scalars: any other is refused (a
+// missing one is reported by binding, like any missing argument).
+void check_static_scalars(const ir::Program& p, const std::map<std::string, Scalar>& statics, const Arguments& args) {
+  for (const auto& [name, value] : statics) {
+    const Arguments::Entry* e = args.find(name);
+    if (!e || e->kind != Arguments::Entry::Kind::scalar) continue;
+    const DType t = p.find(name)->type.dtype;
+    if (!(e->scalar.cast(t) == value.cast(t)))
+      throw ArgumentError(fmt::format("program '{}': scalar '{}' is static, compiled for the value {}, given {}; "
+                                      "compile another variant with that value", p.name, name,
+                                      value.cast(t).to_string(), e->scalar.to_string()));
+  }
+}
+
 // Copies kept across calls (allocated once, then reused): no system allocation in steady state.
 void save_outputs(const std::vector<Field*>& outputs, std::vector<std::vector<std::byte>>& saved) {
   if (saved.size() < outputs.size()) saved.resize(outputs.size());
@@ -359,6 +373,7 @@ void CompiledProgram::Impl::call(const Arguments& args) {
     std::atomic<std::thread::id>& id;
     ~ClearCallingThread() { id.store(std::thread::id(), std::memory_order_relaxed); }
   } clear_calling_thread{calling_thread};
+  check_static_scalars(image.program, image.options.static_scalars, args);
   if (!image.module) {
     auto lease = memory->begin_call({});
     run_reference(image.program, args);

@@ -248,6 +248,81 @@ TEST_F(Gaps, CompoundConditionErrorsNameTheBound) {
   EXPECT_ERROR(DimensionError, concat_where((K > 0) | (E2V.local == 1), f, 0.0), "local");
 }
 
+// --- 4. static scalar parameters --------------------------------------------------------------------
+
+struct StaticProgram {
+  ir::Program program;
+  StaticProgram() {
+    ProgramBuilder pb("static_flag");
+    Expr f = pb.field("f", {Cell, K}, DType::float64);
+    Expr unused_branch = pb.field("unused_branch", {Cell, K}, DType::float64);
+    Expr out = pb.field("out", {Cell, K}, DType::float64);
+    Expr flag = pb.scalar("flag", DType::boolean);
+    Expr nk = pb.scalar("nk", DType::int32);
+    pb.call("pick", where(flag & (nk > 2), f * 2.0, unused_branch(K + 1)), {out}, {{Cell, 0, 4}, {K, 0, nk}});
+    program = pb.build();
+  }
+};
+
+TEST_F(Gaps, StaticScalarsFoldDeadBranchesAndCheckTheCallsValue) {
+  const ir::Program p = StaticProgram().program;
+  CompileOptions options;
+  options.backend = kBackend;
+  options.static_scalars = {{"flag", Scalar(true)}, {"nk", Scalar(std::int32_t{4})}};
+  CompiledProgram program = compile(p, options);
+  Field ff = filled({Cell, K}, {4, 4}, 12), o = filled({Cell, K}, {4, 4}, -1);
+  // The dead branch's input is one level short of what it would read: not an error, it is gone.
+  Field dead = filled({Cell, K}, {4, 4}, 13);
+  program(Arguments().field("f", ff).field("unused_branch", dead).field("out", o).scalar("flag", true).scalar("nk", 4));
+  EXPECT_TRUE(matches(o, [&](const Index& x) { return at(ff, x) * 2.0; }));
+  if (kBackend == Backend::cpu) {
+    EXPECT_EQ(program.schedule_text().find("unused_branch("), std::string::npos) << program.schedule_text();
+    EXPECT_EQ(program.generated_source().find("nk"), std::string::npos) << "nk is a literal in the generated code";
+  }
+  const auto before = snapshot(o);
+  EXPECT_ERROR(ArgumentError,
+               program(Arguments().field("f", ff).field("unused_branch", dead).field("out", o).scalar("flag", false).scalar("nk", 4)),
+               "static_flag", "'flag'", "static", "true", "false");
+  EXPECT_ERROR(ArgumentError,
+               program(Arguments().field("f", ff).field("unused_branch", dead).field("out", o).scalar("flag", true).scalar("nk", 3)),
+               "'nk'", "static", "4", "3");
+  EXPECT_TRUE(same_values(snapshot(o), before));
+}
+
+TEST_F(Gaps, EachStaticValueIsItsOwnModule) {
+  const ir::Program p = StaticProgram().program;
+  CompileOptions on, off;
+  on.backend = off.backend = kBackend;
+  on.static_scalars = {{"flag", Scalar(true)}};
+  off.static_scalars = {{"flag", Scalar(false)}};
+  CompiledProgram a = compile(p, on), b = compile(p, off);
+  if (kBackend == Backend::cpu) {
+    EXPECT_NE(a.generated_source(), b.generated_source());
+  }
+  Field ff = filled({Cell, K}, {4, 5}, 14), ub = filled({Cell, K}, {4, 6}, 15);
+  Field oa = filled({Cell, K}, {4, 5}, -1), ob = filled({Cell, K}, {4, 5}, -1);
+  a(Arguments().field("f", ff).field("unused_branch", ub).field("out", oa).scalar("flag", true).scalar("nk", 5));
+  b(Arguments().field("f", ff).field("unused_branch", ub).field("out", ob).scalar("flag", false).scalar("nk", 5));
+  EXPECT_TRUE(matches(oa, [&](const Index& x) { return at(ff, x) * 2.0; }));
+  EXPECT_TRUE(matches(ob, [&](const Index& x) { return at(ub, {x[0], x[1] + 1}); }));
+  // The same results as the reference executor with the same values passed as ordinary scalars.
+  Field r = filled({Cell, K}, {4, 5}, -1);
+  run_reference(p, Arguments().field("f", ff).field("unused_branch", ub).field("out", r).scalar("flag", false).scalar("nk", 5));
+  EXPECT_TRUE(same_values(snapshot(r), snapshot(ob)));
+}
+
+TEST_F(Gaps, StaticScalarOptionErrors) {
+  const ir::Program p = StaticProgram().program;
+  CompileOptions options;
+  options.backend = kBackend;
+  options.static_scalars = {{"f", Scalar(1.0)}};
+  EXPECT_ERROR(OptionError, compile(p, options), "static_flag", "'f'", "not a scalar parameter");
+  options.static_scalars = {{"missing", Scalar(true)}};
+  EXPECT_ERROR(OptionError, compile(p, options), "'missing'", "not a scalar parameter");
+  options.static_scalars = {{"flag", Scalar(1.5)}};
+  EXPECT_ERROR(OptionError, compile(p, options), "'flag'", "bool", "float64");
+}
+
 // --- 5. programs over many dimensions ---------------------------------------------------------------
 
 // Vertex, Edge, Cell, K and eight local dimensions: twelve in one program.
