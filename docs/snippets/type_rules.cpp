@@ -1,5 +1,5 @@
 // Type rules: weak literals adopt the other operand's dtype, everything else must match exactly
-// (convert with astype), and dims combine when one set contains the other (else broadcast).
+// (convert with astype), and dims combine to their union (else broadcast, see the text).
 #include <string>
 #include <vector>
 

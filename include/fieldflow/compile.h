@@ -27,6 +27,10 @@ struct CompileOptions {
   // microseconds, more than small kernels take. 0 makes every kernel take the parallel path.
   std::int64_t parallel_threshold = 16384;
   std::string cache_dir;                     // empty: FIELDFLOW_CACHE_DIR, else ~/.cache/fieldflow
+  // Static scalar parameters (GT4Py's static params): their values are folded into the program at
+  // compile time (dead where branches removed), so each set of values is its own module and cache
+  // entry. Calls still pass these scalars; a different value is an ArgumentError.
+  std::map<std::string, Scalar> static_scalars;
 };
 
 // Size symbols: int scalar parameters by name, and "len(<Location>)" for unstructured dimensions

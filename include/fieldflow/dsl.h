@@ -15,6 +15,10 @@ namespace fieldflow {
 
 struct CartesianOffset { Dimension dim; std::int64_t offset; };
 struct DynamicOffset;
+// One neighbour slot of a connectivity's local dimension: w(slot(E2C2V, 2)) reads slot 2 of a
+// sparse field w over (Edge, E2C2VDim, K), a field over (Edge, K) (GT4Py: w[E2C2VDim(2)]).
+struct LocalSlot { Connectivity conn; int index; };
+LocalSlot slot(const Connectivity& c, int index);
 
 CartesianOffset operator+(const Dimension& d, std::int64_t k);
 CartesianOffset operator-(const Dimension& d, std::int64_t k);
@@ -34,6 +38,7 @@ class Expr {
   Expr operator()(const DynamicOffset& o) const;    // f(K + offset_field)
   Expr operator()(const NeighborOffset& o) const;   // f(E2V[0])
   Expr operator()(const Connectivity& c) const;     // f(E2V): local field over E2V's neighbours
+  Expr operator()(const LocalSlot& s) const;        // w(slot(E2V, 1)): one slot of a local field
   Expr operator[](int i) const;                     // tuple element
 
   const ir::Type& type() const { return node_->type; }
@@ -101,14 +106,32 @@ Expr min_over(const Expr& x, const Connectivity& over);
 // Naming a non-local dimension as the reduction axis is a DimensionError.
 Expr neighbor_sum(const Expr& x, const Dimension& axis);
 
-// concat_where on an index condition of one dimension: K == 0, K < n, K >= nk - 1, ...
-struct IndexCondition { Dimension dim; ir::CompareOp cmp; Expr bound; };
+// concat_where on index conditions: K == 0, K < n, K >= nk - 1, and their combinations with
+// & (both), | (either) and ~ (not), e.g. (maximum(2, nk - 2) <= K) & (K < nk - 1). Bounds are
+// integer constants, affine expressions of int scalar parameters, or minimum/maximum of those.
+struct IndexCondition {
+  enum class Op { compare, all, any, negate };
+  Dimension dim;  // compare: dim cmp bound
+  ir::CompareOp cmp = ir::CompareOp::equal;
+  Expr bound = 0;
+  Op op = Op::compare;
+  std::vector<IndexCondition> parts;  // all / any: two conditions; negate: one
+};
 IndexCondition operator==(const Dimension& d, const Expr& bound);
 IndexCondition operator!=(const Dimension& d, const Expr& bound);
 IndexCondition operator<(const Dimension& d, const Expr& bound);
 IndexCondition operator<=(const Dimension& d, const Expr& bound);
 IndexCondition operator>(const Dimension& d, const Expr& bound);
 IndexCondition operator>=(const Dimension& d, const Expr& bound);
+IndexCondition operator==(const Expr& bound, const Dimension& d);  // 2 <= K is K >= 2
+IndexCondition operator!=(const Expr& bound, const Dimension& d);
+IndexCondition operator<(const Expr& bound, const Dimension& d);
+IndexCondition operator<=(const Expr& bound, const Dimension& d);
+IndexCondition operator>(const Expr& bound, const Dimension& d);
+IndexCondition operator>=(const Expr& bound, const Dimension& d);
+IndexCondition operator&(const IndexCondition& a, const IndexCondition& b);
+IndexCondition operator|(const IndexCondition& a, const IndexCondition& b);
+IndexCondition operator~(const IndexCondition& c);
 Expr concat_where(const IndexCondition& cond, const Expr& a, const Expr& b);
 
 // Scan operator: sweeps the vertical dimension of its inputs, forward (increasing index) or

@@ -73,6 +73,7 @@ enum class ExprKind : std::uint8_t {
   scan_arg,        // inside a scan body: the value of the scan's input #offset at this level
   carry,           // inside a scan body: component #offset of the previous level's result
   named,           // args[0], labelled `name` (materialize: the user asks for a transient)
+  local_slot,      // args[0] (over conn.local) read at neighbour slot `offset`: drops the local dim
 };
 std::string_view to_string(ExprKind k);
 

@@ -3,6 +3,8 @@
 // shifts need the dimension they shift along, reductions need a local dimension.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
 
@@ -35,14 +37,31 @@ bool subset(const std::vector<Dimension>& a, const std::vector<Dimension>& b) {
   return true;
 }
 
-// Dims of a pointwise combination: one operand's dims must contain the other's (broadcast).
+std::vector<Dimension> horizontal(const std::vector<Dimension>& d) {
+  std::vector<Dimension> h;
+  for (const auto& x : d)
+    if (x.kind == DimKind::horizontal) h.push_back(x);
+  return h;
+}
+
+// Dims of a pointwise combination: the union of the operands' dims, as GT4Py promotes them
+// (edge_field * k_field is over (Edge, K)). Horizontal dims are not combined: two operands on
+// different locations (Edge and Cell, or I and J alone) are a mistake, unless one's horizontal
+// dims contain the other's.
 std::vector<Dimension> unify_dims(const std::vector<Dimension>& a, const std::vector<Dimension>& b,
                                   std::string_view what) {
   if (subset(a, b)) return b;
   if (subset(b, a)) return a;
-  throw DimensionError(fmt::format("dimension mismatch in {}: operands over [{}] and [{}]; expected one set to "
-                                   "contain the other (use broadcast to combine them)",
-                                   what, dims_str(a), dims_str(b)));
+  const auto ha = horizontal(a), hb = horizontal(b);
+  if (!subset(ha, hb) && !subset(hb, ha))
+    throw DimensionError(fmt::format("dimension mismatch in {}: operands over [{}] and [{}] are on different "
+                                     "horizontal locations ([{}] and [{}]); expected one operand's horizontal "
+                                     "dims to contain the other's (use broadcast to combine them)",
+                                     what, dims_str(a), dims_str(b), dims_str(ha), dims_str(hb)));
+  std::vector<Dimension> u = a;
+  for (const auto& d : b)
+    if (std::find(u.begin(), u.end(), d) == u.end()) u.push_back(d);
+  return ir::canonical_dims(std::move(u));
 }
 
 void require_field(const Expr& x, std::string_view what) {
@@ -253,6 +272,66 @@ Expr Expr::operator()(const NeighborOffset& o) const {
 
 Expr Expr::operator()(const Connectivity& c) const { return (*this)(NeighborOffset{c, -1}); }
 
+LocalSlot slot(const Connectivity& c, int index) { return {c, index}; }
+
+namespace {
+// Selecting a slot is pushed down to the reads that carry the local dimension: a local shift
+// f(E2V) becomes the fixed shift f(E2V[i]) (so the runtime checks its table rows like any fixed
+// shift) and a stored sparse field gets a local_slot read. Everything between is rebuilt
+// without the local dimension, so no later stage sees a local value outside a reduction.
+ExprPtr select_slot(const ExprPtr& e, const Connectivity& c, int i, const std::string& what) {
+  if (!e->type.is_tuple() && !e->type.has(c.local)) return e;
+  auto without_local = [&](const Type& t) {
+    Type r = t;
+    std::erase(r.dims, c.local);
+    return r;
+  };
+  switch (e->kind) {
+    case ExprKind::field_ref: {
+      auto n = make_node(ExprKind::local_slot, without_local(e->type), {e});
+      n->conn = c;
+      n->dim = c.local;
+      n->offset = i;
+      return n;
+    }
+    case ExprKind::unary:
+    case ExprKind::binary:
+    case ExprKind::where:
+    case ExprKind::concat_where:
+    case ExprKind::cast:
+    case ExprKind::broadcast:
+    case ExprKind::named:
+    case ExprKind::shift:
+    case ExprKind::dynamic_shift:
+    case ExprKind::neighbor_shift:
+    case ExprKind::reduce:
+    case ExprKind::local_slot: {
+      if (e->type.is_tuple()) break;
+      auto n = std::make_shared<ir::Expr>(*e);
+      n->type = without_local(e->type);
+      for (auto& a : n->args) a = select_slot(a, c, i, what);
+      if (e->kind == ExprKind::neighbor_shift && e->offset < 0 && e->conn == c) n->offset = i;  // f(E2V) -> f(E2V[i])
+      if (e->kind == ExprKind::broadcast && n->type == n->args[0]->type) return n->args[0];
+      return n;
+    }
+    default: break;
+  }
+  throw DimensionError(fmt::format("{}: cannot select a slot of a {} value of type {}; select it from the local "
+                                   "fields it is computed from", what, to_string(e->kind), e->type.to_string()));
+}
+}  // namespace
+
+Expr Expr::operator()(const LocalSlot& s) const {
+  const std::string what = fmt::format("slot({}, {})", s.conn.name, s.index);
+  require_field(*this, what);
+  if (!type().has(s.conn.local))
+    throw DimensionError(fmt::format("{}: the operand has dims [{}], which do not include the local dimension {}",
+                                     what, dims_str(type().dims), s.conn.local.name));
+  if (s.index < 0 || s.index >= s.conn.max_neighbors)
+    throw DimensionError(fmt::format("{}: expected a slot in [0, {}), given {}", what, s.conn.max_neighbors, s.index));
+  return Expr(select_slot(node_, s.conn, s.index, what));
+}
+
 Expr Expr::operator[](int i) const {
   if (!type().is_tuple())
     throw DTypeError(fmt::format("tuple element [{}]: expected a tuple, given {}", i, type().to_string()));
@@ -404,8 +483,18 @@ Expr neighbor_sum(const Expr& x, const Dimension& axis) {
                                    "e.g. neighbor_sum(x, {})", axis.name, axis.name.substr(0, axis.name.size() - 3)));
 }
 
+namespace {
+IndexCondition comparison(const Dimension& d, ir::CompareOp cmp, const Expr& bound) {
+  IndexCondition c;
+  c.dim = d;
+  c.cmp = cmp;
+  c.bound = bound;
+  return c;
+}
+}  // namespace
+
 #define FIELDFLOW_INDEX_CONDITION(op, cmp) \
-  IndexCondition operator op(const Dimension& d, const Expr& bound) { return {d, ir::CompareOp::cmp, bound}; }
+  IndexCondition operator op(const Dimension& d, const Expr& bound) { return comparison(d, ir::CompareOp::cmp, bound); }
 FIELDFLOW_INDEX_CONDITION(==, equal)
 FIELDFLOW_INDEX_CONDITION(!=, not_equal)
 FIELDFLOW_INDEX_CONDITION(<, less)
@@ -414,7 +503,83 @@ FIELDFLOW_INDEX_CONDITION(>, greater)
 FIELDFLOW_INDEX_CONDITION(>=, greater_equal)
 #undef FIELDFLOW_INDEX_CONDITION
 
-Expr concat_where(const IndexCondition& cond, const Expr& a0, const Expr& b0) {
+#define FIELDFLOW_INDEX_CONDITION_FLIPPED(op, cmp) \
+  IndexCondition operator op(const Expr& bound, const Dimension& d) { return comparison(d, ir::CompareOp::cmp, bound); }
+FIELDFLOW_INDEX_CONDITION_FLIPPED(==, equal)
+FIELDFLOW_INDEX_CONDITION_FLIPPED(!=, not_equal)
+FIELDFLOW_INDEX_CONDITION_FLIPPED(<, greater)
+FIELDFLOW_INDEX_CONDITION_FLIPPED(<=, greater_equal)
+FIELDFLOW_INDEX_CONDITION_FLIPPED(>, less)
+FIELDFLOW_INDEX_CONDITION_FLIPPED(>=, less_equal)
+#undef FIELDFLOW_INDEX_CONDITION_FLIPPED
+
+IndexCondition operator&(const IndexCondition& a, const IndexCondition& b) {
+  IndexCondition c;
+  c.op = IndexCondition::Op::all;
+  c.parts = {a, b};
+  return c;
+}
+IndexCondition operator|(const IndexCondition& a, const IndexCondition& b) {
+  IndexCondition c;
+  c.op = IndexCondition::Op::any;
+  c.parts = {a, b};
+  return c;
+}
+IndexCondition operator~(const IndexCondition& a) {
+  IndexCondition c;
+  c.op = IndexCondition::Op::negate;
+  c.parts = {a};
+  return c;
+}
+
+namespace {
+Expr concat_where_compare(const IndexCondition& cond, const Expr& a0, const Expr& b0);
+
+// A bound that is minimum/maximum(x, y) becomes a combination of comparisons with x and y
+// (K < min(x, y) is K < x & K < y, ...); nullopt when the bound is neither.
+std::optional<IndexCondition> expand_min_max(const IndexCondition& c) {
+  const ir::Expr& n = *c.bound.node();
+  if (n.kind != ExprKind::binary || (n.bop != ir::BinaryOp::minimum && n.bop != ir::BinaryOp::maximum))
+    return std::nullopt;
+  const Expr x(n.args[0]), y(n.args[1]);
+  const bool is_min = n.bop == ir::BinaryOp::minimum;
+  const IndexCondition cx = comparison(c.dim, c.cmp, x), cy = comparison(c.dim, c.cmp, y);
+  using ir::CompareOp;
+  switch (c.cmp) {
+    case CompareOp::less:
+    case CompareOp::less_equal: return is_min ? (cx & cy) : (cx | cy);
+    case CompareOp::greater:
+    case CompareOp::greater_equal: return is_min ? (cx | cy) : (cx & cy);
+    case CompareOp::equal:
+    case CompareOp::not_equal: {
+      // K == max(x, y): K == x where x is the larger one, or K == y where y is.
+      const CompareOp other = is_min ? CompareOp::less_equal : CompareOp::greater_equal;
+      const IndexCondition eq = (comparison(c.dim, CompareOp::equal, x) & comparison(c.dim, other, y)) |
+                                (comparison(c.dim, CompareOp::equal, y) & comparison(c.dim, other, x));
+      return c.cmp == CompareOp::equal ? eq : ~eq;
+    }
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+// Compound conditions become nested concat_where nodes, each on one comparison: extent
+// inference and code generation then see only the conditions they already reason about
+// exactly (each branch's reads are constrained by every comparison on its path).
+Expr concat_where(const IndexCondition& cond, const Expr& a, const Expr& b) {
+  switch (cond.op) {
+    case IndexCondition::Op::compare:
+      if (auto expanded = expand_min_max(cond)) return concat_where(*expanded, a, b);
+      return concat_where_compare(cond, a, b);
+    case IndexCondition::Op::all: return concat_where(cond.parts.at(0), concat_where(cond.parts.at(1), a, b), b);
+    case IndexCondition::Op::any: return concat_where(cond.parts.at(0), a, concat_where(cond.parts.at(1), a, b));
+    case IndexCondition::Op::negate: return concat_where(cond.parts.at(0), b, a);
+  }
+  return a;
+}
+
+namespace {
+Expr concat_where_compare(const IndexCondition& cond, const Expr& a0, const Expr& b0) {
   const std::string what = fmt::format("concat_where({} {} ..)", cond.dim.name, to_string(cond.cmp));
   require_field(a0, what);
   require_field(b0, what);
@@ -431,6 +596,7 @@ Expr concat_where(const IndexCondition& cond, const Expr& a0, const Expr& b0) {
   e->bound = to_sym(cond.bound, what + " bound");
   return Expr(e);
 }
+}  // namespace
 
 Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init, const ScanBody& body,
           std::vector<Expr> inputs) {

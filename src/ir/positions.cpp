@@ -131,6 +131,16 @@ class Walker {
         return;
       case ExprKind::named:
       case ExprKind::broadcast: walk(*e.args[0], p, component); return;
+      case ExprKind::local_slot: {
+        // A constant slot: summarised as a read anywhere in the local dimension, which a sparse
+        // field covers entirely anyway.
+        Position q = p;
+        std::erase_if(q.coords, [&](const Coord& c) { return c.dim == e.conn.local; });
+        q.coords.push_back({e.conn.local, DimAccess::Kind::local, 0, fmt::format("#{}", e.offset), e.conn.max_neighbors,
+                            {}, {}, 0});
+        walk(*e.args[0], q, component);
+        return;
+      }
       default:
         for (const auto& a : e.args) walk(*a, p, -1);
         return;

@@ -79,6 +79,8 @@ class Printer {
       case ExprKind::tuple_get: return fmt::format("{}[{}]", args(e), e->offset);
       case ExprKind::scan: return fmt::format("scan '{}'({})", e->name, args(e));
       case ExprKind::named: return fmt::format("{}('{}', {})", e->materialize ? "materialize" : "named", e->name, args(e));
+      case ExprKind::local_slot:
+        return fmt::format("{}(slot({}, {}))", ref(e->args[0].get()), e->conn.name, e->offset);
       default: return ref(e);
     }
   }

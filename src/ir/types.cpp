@@ -116,6 +116,7 @@ std::string_view to_string(ExprKind k) {
     case ExprKind::scan_arg: return "scan_arg";
     case ExprKind::carry: return "carry";
     case ExprKind::named: return "named";
+    case ExprKind::local_slot: return "local_slot";
   }
   return "?";
 }

@@ -11,6 +11,7 @@
 #include "passes/assign_storage.h"
 #include "passes/break_write_hazards.h"
 #include "passes/build_kernels.h"
+#include "passes/fold_static_scalars.h"
 #include "passes/fuse_columns.h"
 #include "passes/fuse_kernels.h"
 #include "passes/infer_accesses.h"
@@ -27,6 +28,8 @@ struct Step {
 
 const std::vector<Step>& steps() {
   static const std::vector<Step> list = {
+      // First: every later pass then sees the static values as literals and dead branches gone.
+      {"fold_static_scalars", [](ir::Schedule& s, const PipelineOptions& o) { fold_static_scalars(s, o.static_scalars); }},
       {"build_kernels", [](ir::Schedule& s, const PipelineOptions&) { build_kernels(s); }},
       // Before anything reasons about reads: afterwards every kernel value only contains
       // pointwise code, shifts of buffers and reductions, which the later passes rely on.

@@ -1,6 +1,7 @@
 #pragma once
 // The lowering pipeline from ir::Program to ir::Schedule (the list of passes is in pipeline.cpp).
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@ namespace fieldflow::passes {
 struct PipelineOptions {
   Layout layout = Layout::vertical_fastest;
   Device target = Device::cpu;
+  std::map<std::string, Scalar> static_scalars;  // CompileOptions::static_scalars, folded first
   bool verify_each = false;  // check schedule invariants after every pass (on in debug builds and tests)
   // Called after each pass with its name, the schedule and whether the pass changed it.
   std::function<void(const std::string& pass, const ir::Schedule&, bool changed, double seconds)> after_pass;

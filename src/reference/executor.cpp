@@ -4,7 +4,6 @@
 // and caches it. Outputs are computed into copies and committed only when the call succeeds.
 #include <fmt/format.h>
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <map>
 #include <unordered_map>
@@ -24,18 +23,46 @@ using ir::ExprKind;
 using reference::dispatch;
 using reference::scalar_as;
 
-constexpr int max_dims = 8;
-
-// An index point: one slot per dimension the program mentions; unset slots are not part of it.
+// An index point: one slot per dimension the program mentions (as many as it has: ICON programs
+// touch several locations and many local dimensions); unset slots are not part of it.
 struct Point {
-  std::array<std::int64_t, max_dims> index{};
-  std::array<bool, max_dims> set{};
+  std::vector<std::int64_t> index;
+  std::vector<char> set;
 };
+
+// Every dimension the program mentions, each once: the slots of its points.
+std::vector<Dimension> program_dims(const ir::Program& p) {
+  std::vector<Dimension> dims;
+  auto add = [&](const Dimension& d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) dims.push_back(d);
+  };
+  auto add_type = [&](const ir::Type& t, auto& self) -> void {
+    for (const auto& d : t.dims) add(d);
+    for (const auto& el : t.elements) self(el, self);
+  };
+  for (const auto& prm : p.params) {
+    add_type(prm.type, add_type);
+    if (prm.kind == ir::ParamKind::connectivity)
+      for (const auto& d : {prm.conn.source, prm.conn.target, prm.conn.local}) add(d);
+  }
+  for (const auto& st : p.stmts) {
+    for (const auto& r : st.domain) add(r.dim);
+    for (const Expr* e : ir::post_order(st.expr)) {
+      add_type(e->type, add_type);
+      if (e->kind == ExprKind::neighbor_shift || e->kind == ExprKind::reduce || e->kind == ExprKind::local_slot)
+        for (const auto& d : {e->conn.source, e->conn.target, e->conn.local}) add(d);
+      if (e->kind == ExprKind::index || e->kind == ExprKind::concat_where || e->kind == ExprKind::shift ||
+          e->kind == ExprKind::dynamic_shift || e->kind == ExprKind::scan)
+        add(e->dim);
+    }
+  }
+  return dims;
+}
 
 class Interpreter {
  public:
   Interpreter(const ir::Program& p, const ir::BoundCall& call, std::vector<Field*> work)
-      : p_(p), call_(call), work_(std::move(work)) {}
+      : p_(p), call_(call), work_(std::move(work)), slots_(program_dims(p)) {}
 
   void run_stmt(const ir::Stmt& st) {
     stmt_ = &st;
@@ -47,7 +74,7 @@ class Interpreter {
     // Compute every value first, then write: an output that is also read (in/out) is never
     // observed half-updated.
     std::vector<std::pair<std::vector<std::int64_t>, std::vector<Scalar>>> results;
-    Point pt;
+    Point pt{std::vector<std::int64_t>(slots_.size()), std::vector<char>(slots_.size())};
     std::vector<std::int64_t> idx(ranges_.size());
     for (const auto& r : ranges_)
       if (r.hi <= r.lo) return;  // empty domain
@@ -87,9 +114,7 @@ class Interpreter {
   int slot(const Dimension& d) {
     for (int i = 0; i < static_cast<int>(slots_.size()); ++i)
       if (slots_[i] == d) return i;
-    FIELDFLOW_ASSERT(slots_.size() < max_dims, "too many dimensions in one program");
-    slots_.push_back(d);
-    return static_cast<int>(slots_.size()) - 1;
+    FIELDFLOW_ASSERT(false, "dimension " + d.name + " is not mentioned by the program");
   }
 
   std::string where() const { return fmt::format("program '{}', call '{}'", p_.name, stmt_->op); }
@@ -117,6 +142,15 @@ class Interpreter {
 
   Scalar read_field(const Expr& e, const Point& pt) {
     const Field& f = *work_[p_.index_of(e.name)];
+    // A sparse field read inside a reduction over its local dimension: its slot is skipped where
+    // the table row of the element it is read at (not necessarily the reduction's own, as in
+    // s(E2C[0]) reduced over C2E) has no neighbour.
+    for (std::size_t r = reducing_.size(); r-- > 0;) {
+      const Connectivity& c = reducing_conn_[r];
+      if (f.axis_of(c.local) < 0 || f.axis_of(c.source) < 0) continue;
+      if (neighbor_of(c, pt, pt.index[slot(c.local)]) < 0) throw SkipNeighbor{c.local};
+      break;
+    }
     std::int64_t off = 0;
     for (std::size_t a = 0; a < f.dims().size(); ++a) {
       const int s = slot(f.dims()[a]);
@@ -221,6 +255,28 @@ class Interpreter {
       case ExprKind::scan: return eval_scan(e, pt, component);
       case ExprKind::scan_arg: return frame_->inputs[e.offset];
       case ExprKind::carry: return frame_->carry[e.offset];
+      case ExprKind::local_slot: {
+        // The slot is fixed here: an enclosing reduction over the same local dimension no longer
+        // indexes (or masks) it.
+        std::vector<Dimension> saved_dims = reducing_;
+        std::vector<Connectivity> saved_conns = reducing_conn_;
+        for (std::size_t r = reducing_.size(); r-- > 0;)
+          if (reducing_[r] == e.conn.local) {
+            reducing_.erase(reducing_.begin() + static_cast<std::ptrdiff_t>(r));
+            reducing_conn_.erase(reducing_conn_.begin() + static_cast<std::ptrdiff_t>(r));
+          }
+        struct Restore {
+          std::vector<Dimension>& d;
+          std::vector<Connectivity>& c;
+          std::vector<Dimension> sd;
+          std::vector<Connectivity> sc;
+          ~Restore() { d = std::move(sd); c = std::move(sc); }
+        } restore{reducing_, reducing_conn_, std::move(saved_dims), std::move(saved_conns)};
+        Point q = pt;
+        q.index[slot(e.conn.local)] = e.offset;
+        q.set[slot(e.conn.local)] = true;
+        return eval(*e.args[0], q, component);
+      }
     }
     FIELDFLOW_ASSERT(false, "unknown expression kind");
   }
@@ -235,10 +291,12 @@ class Interpreter {
       const int ss = slot(e.conn.source);
       q.set[ls] = true;
       reducing_.push_back(e.conn.local);
+      reducing_conn_.push_back(e.conn);
       struct Pop {
         std::vector<Dimension>& v;
-        ~Pop() { v.pop_back(); }
-      } pop{reducing_};
+        std::vector<Connectivity>& c;
+        ~Pop() { v.pop_back(); c.pop_back(); }
+      } pop{reducing_, reducing_conn_};
       for (int n = 0; n < e.conn.max_neighbors; ++n) {
         // Missing neighbours do not contribute. Where the point has the connectivity's source
         // element, its table row tells (this covers sparse fields too); a local field shifted
@@ -313,6 +371,7 @@ class Interpreter {
   std::vector<Dimension> slots_;
   Frame* frame_ = nullptr;
   std::vector<Dimension> reducing_;  // local dims of the reductions being evaluated, innermost last
+  std::vector<Connectivity> reducing_conn_;  // their connectivities
   std::map<std::vector<std::int64_t>, std::vector<std::vector<Scalar>>> scan_cache_;
 };
 

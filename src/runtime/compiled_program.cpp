@@ -2,6 +2,7 @@
 // mirror the reference executor, transient memory per mode, and the call into the module.
 #include "runtime/compiled_program.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -314,6 +315,51 @@ void CompiledProgram::Impl::check_reads() {
   }
 }
 
+namespace {
+// The output fields of a program some of whose kernels check reads only while running (dynamic
+// offsets, skip values): such a check can fail after earlier kernels, or earlier points, wrote.
+std::vector<Field*> checked_in_kernel_outputs(const ir::Schedule& s, const ir::BoundCall& bound) {
+  const bool checks = std::any_of(s.kernels.begin(), s.kernels.end(), [](const ir::Kernel& k) {
+    return k.has_dynamic_shift || k.has_fixed_neighbor_shift;
+  });
+  std::vector<Field*> out;
+  if (!checks) return out;
+  for (const auto& st : s.program.stmts)
+    for (const auto& name : st.outputs) {
+      Field* f = bound.fields[s.program.index_of(name)];
+      if (std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
+    }
+  return out;
+}
+
+// The program was compiled for these values of its static scalars: any other is refused (a
+// missing one is reported by binding, like any missing argument).
+void check_static_scalars(const ir::Program& p, const std::map<std::string, Scalar>& statics, const Arguments& args) {
+  for (const auto& [name, value] : statics) {
+    const Arguments::Entry* e = args.find(name);
+    if (!e || e->kind != Arguments::Entry::Kind::scalar) continue;
+    const DType t = p.find(name)->type.dtype;
+    if (!(e->scalar.cast(t) == value.cast(t)))
+      throw ArgumentError(fmt::format("program '{}': scalar '{}' is static, compiled for the value {}, given {}; "
+                                      "compile another variant with that value", p.name, name,
+                                      value.cast(t).to_string(), e->scalar.to_string()));
+  }
+}
+
+// Copies kept across calls (allocated once, then reused): no system allocation in steady state.
+void save_outputs(const std::vector<Field*>& outputs, std::vector<std::vector<std::byte>>& saved) {
+  if (saved.size() < outputs.size()) saved.resize(outputs.size());
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    saved[i].resize(outputs[i]->bytes());
+    std::memcpy(saved[i].data(), outputs[i]->data(), outputs[i]->bytes());
+  }
+}
+
+void restore_outputs(const std::vector<Field*>& outputs, const std::vector<std::vector<std::byte>>& saved) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) std::memcpy(outputs[i]->data(), saved[i].data(), outputs[i]->bytes());
+}
+}  // namespace
+
 void CompiledProgram::Impl::call(const Arguments& args) {
   // A call made from inside a call of the same instance on the same thread (from its external
   // memory allocator, a release action or a memory listener) would wait for itself forever.
@@ -327,6 +373,7 @@ void CompiledProgram::Impl::call(const Arguments& args) {
     std::atomic<std::thread::id>& id;
     ~ClearCallingThread() { id.store(std::thread::id(), std::memory_order_relaxed); }
   } clear_calling_thread{calling_thread};
+  check_static_scalars(image.program, image.options.static_scalars, args);
   if (!image.module) {
     auto lease = memory->begin_call({});
     run_reference(image.program, args);
@@ -349,10 +396,13 @@ void CompiledProgram::Impl::call(const Arguments& args) {
   std::int32_t error = 0;
   const ff_call c{buffers.data(), tables.data(), scalars.data(), domains.data(), &error, num_threads,
                   image.options.parallel_threshold};
+  const std::vector<Field*> outputs = checked_in_kernel_outputs(image.schedule, binding.bound);
+  save_outputs(outputs, saved_outputs);
   run(&c);
+  if (error) restore_outputs(outputs, saved_outputs);
   if (error & ff_error_dynamic_offset)
-    throw DomainError(fmt::format("program '{}': a dynamic vertical offset read outside a field's extent; outputs of "
-                                  "earlier calls of the program may have been written", p.name));
+    throw DomainError(fmt::format("program '{}': a dynamic vertical offset read outside a field's extent; no "
+                                  "argument was changed", p.name));
   if (error & ff_error_missing_neighbor)
     throw DomainError(fmt::format("program '{}': reads through a missing neighbour (-1) with a fixed-index shift; "
                                   "only reductions skip missing neighbours", p.name));

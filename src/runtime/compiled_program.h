@@ -66,6 +66,9 @@ struct CompiledProgram::Impl {
   std::vector<ff_scalar> scalars, next_scalars;
   std::vector<std::int64_t> domains;
   std::vector<std::size_t> transient_offsets;
+  // Output fields saved before a call whose kernels check reads themselves (dynamic offsets):
+  // restored when one fails, so a failed call leaves every argument unchanged.
+  std::vector<std::vector<std::byte>> saved_outputs;
 
  private:
   bool same_structure(const Arguments& args) const;

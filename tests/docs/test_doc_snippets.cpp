@@ -31,6 +31,9 @@ void vertex_edge_vertex(const fieldflow::Mesh& mesh, fieldflow::Field& fv, field
 fieldflow::ir::Program sparse_program();
 fieldflow::ir::Program tridiagonal_program();
 std::string call_with_a_short_input(fieldflow::Field& out);
+fieldflow::ir::Program slot_program();
+fieldflow::ir::Program band_program();
+std::string static_limiter(fieldflow::Field& f, fieldflow::Field& out);
 
 namespace fieldflow {
 namespace {
@@ -348,6 +351,46 @@ TEST(DocSnippets, CallErrors) {
   for (const char* word : {"program 'diff'", "call 'forward_difference'", "field 'a'", "I=10", "[0, 10)"})
     EXPECT_NE(msg.find(word), std::string::npos) << msg;
   for (int i = 0; i < 10; ++i) EXPECT_EQ(out.at<double>({i}), 7.0);
+}
+
+TEST(DocSnippets, SlotsAndPromotion) {
+  const Connectivity E2C2V = make_connectivity("E2C2V", Edge, Vertex, 4);
+  const int ne = 5, nk = 3;
+  Field w({Edge, E2C2V.local, K}, DType::float64, {ne, 4, nk}), length({Edge}, DType::float64, {ne}),
+      depth({K}, DType::float64, {nk}), out({Edge, K}, DType::float64, {ne, nk});
+  for (int e = 0; e < ne; ++e) {
+    length.at<double>({e}) = 1.0 + e;
+    for (int n = 0; n < 4; ++n)
+      for (int k = 0; k < nk; ++k) w.at<double>({e, n, k}) = 100.0 * n + 10.0 * e + k;
+  }
+  for (int k = 0; k < nk; ++k) depth.at<double>({k}) = 0.5 * k;
+  run_reference(slot_program(), Arguments().field("w", w).field("length", length).field("depth", depth)
+                                    .field("out", out).scalar("n_edges", ne).scalar("nk", nk));
+  for (int e = 0; e < ne; ++e)
+    for (int k = 0; k < nk; ++k)
+      EXPECT_EQ(out.at<double>({e, k}), (200.0 + 10.0 * e + k) + (1.0 + e) * (0.5 * k)) << e << "," << k;
+}
+
+TEST(DocSnippets, CompoundConditions) {
+  const int nk = 10;  // band [4, 9)
+  Field q({I, K}, DType::float64, {4, nk}), out({I, K}, DType::float64, {4, nk});
+  for (int i = 0; i < 4; ++i)
+    for (int k = 0; k < nk; ++k) q.at<double>({i, k}) = k * k + i;
+  run_reference(band_program(), Arguments().field("q", q).field("out", out).scalar("nk", nk));
+  for (int i = 0; i < 4; ++i)
+    for (int k = 0; k < nk; ++k) {
+      const double want = k >= 4 && k < 9 ? (q.at<double>({i, k - 1}) + q.at<double>({i, k + 1})) / 2 : q.at<double>({i, k});
+      EXPECT_EQ(out.at<double>({i, k}), want) << i << "," << k;
+    }
+}
+
+TEST(DocSnippets, StaticScalars) {
+  Field f({I}, DType::float64, {8}), out({I}, DType::float64, {8});
+  for (int i = 0; i < 8; ++i) f.at<double>({i}) = 0.5 * i;
+  const std::string msg = static_limiter(f, out);
+  for (const char* word : {"program 'limiter'", "'limit'", "static", "true", "false"})
+    EXPECT_NE(msg.find(word), std::string::npos) << msg;
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out.at<double>({i}), std::min(0.5 * i, 1.0)) << i;
 }
 
 }  // namespace

@@ -57,12 +57,19 @@ TEST_F(ExprTypes, SubsetDimsBroadcastToTheLargerSet) {
   EXPECT_EQ((ij - a).type(), T(DType::float64, {I, J, K}));
 }
 
-TEST_F(ExprTypes, DisjointDimsAreADimensionErrorNamingBothSets) {
-  EXPECT_ERROR(DimensionError, ij + col, "dimension mismatch", "[I, J]", "[K]", "broadcast");
+TEST_F(ExprTypes, DisjointDimsArePromotedToTheirUnion) {
+  EXPECT_EQ((ij + col).type(), T(DType::float64, {I, J, K}));
+  EXPECT_EQ((col * ij).type(), T(DType::float64, {I, J, K}));
+  EXPECT_EQ((ij < col).type(), T(DType::boolean, {I, J, K}));
+}
+
+TEST_F(ExprTypes, DifferentHorizontalDimsAreADimensionErrorNamingBothSets) {
+  Expr i_only = pb.field("i_only", {I}, DType::float64), jk = pb.field("jk", {J, K}, DType::float64);
+  EXPECT_ERROR(DimensionError, i_only + jk, "dimension mismatch", "[I]", "[J, K]", "horizontal", "broadcast");
 }
 
 TEST_F(ExprTypes, DimensionListsInMessagesAreBracketedOnce) {
-  for (auto build : {std::function<void()>([&] { ij + col; }), std::function<void()>([&] { col(I + 1); }),
+  for (auto build : {std::function<void()>([&] { index(I) + index(J); }), std::function<void()>([&] { col(I + 1); }),
                      std::function<void()>([&] { broadcast(a, {I}); })}) {
     try {
       build();
@@ -193,8 +200,8 @@ TEST_F(ExprTypes, WhereUnifiesConditionAndBranchDims) {
   Expr cond = pb.field("c_ij", {I, J}, DType::boolean);
   EXPECT_EQ(where(cond, a, 0.0).type(), T(DType::float64, {I, J, K}));
   EXPECT_EQ(where(cond, 1.0, 0.0).type(), T(DType::float64, {I, J}));
-  // [I, J] and [K]: neither contains the other, so they need an explicit broadcast.
-  EXPECT_ERROR(DimensionError, where(cond, col, 0.0), "where", "dimension mismatch", "[I, J]", "[K]");
+  // [I, J] and [K]: promoted to their union, as an explicit broadcast would.
+  EXPECT_EQ(where(cond, col, 0.0).type(), T(DType::float64, {I, J, K}));
   EXPECT_EQ(where(broadcast(cond, {I, J, K}), col, 0.0).type(), T(DType::float64, {I, J, K}));
   EXPECT_EQ(where(mask, f32, 1).type(), T(DType::float32, {I, J, K}));
 }
@@ -420,7 +427,7 @@ TEST_F(ExprTypes, ConcatWhereBoundIsSymbolic) {
 
 TEST_F(ExprTypes, ConcatWhereBranchesMustAgree) {
   EXPECT_ERROR(DTypeError, concat_where(K == 0, a, f32), "concat_where(K ==", "float64", "float32");
-  EXPECT_ERROR(DimensionError, concat_where(K == 0, ij, col), "dimension mismatch");
+  EXPECT_EQ(concat_where(K == 0, ij, col).type(), T(DType::float64, {I, J, K}));
   EXPECT_ERROR(DTypeError, concat_where(K == 0, make_tuple({a, b}), a), "expected a field", "tuple");
 }
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "fieldflow/errors.h"
 
@@ -286,6 +287,8 @@ class KernelEmitter {
 
   // Returns a C++ expression (a local or a literal) for component `comp` of e at point p.
   std::string gen(const Expr& e, const Point& p, int comp, std::string& code, int ind) {
+    // Before the memo: a read reused from an earlier reduction still masks this one.
+    if (e.kind == ExprKind::field_ref) mask_sparse_read(e.name, p, code, ind);
     const std::string key = fmt::format("{}#{}@{}", static_cast<const void*>(&e), comp, point_key(p));
     if (std::string v = lookup(key); !v.empty()) return v;
     std::string v = gen_uncached(e, p, comp, code, ind);
@@ -395,8 +398,46 @@ class KernelEmitter {
       case ExprKind::scan_arg: return fmt::format("in{}", e.offset);
       case ExprKind::carry: return fmt::format("c{}", e.offset);
       case ExprKind::scan: FIELDFLOW_ASSERT(false, "scan inside a kernel value (select_transients missed it)");
+      case ExprKind::local_slot: {
+        Point q;
+        for (const auto& i : p)
+          if (!(i.dim == e.conn.local)) q.push_back(i);
+        q.push_back({e.conn.local, std::to_string(e.offset), 0, false});
+        // The slot is fixed here: an enclosing reduction over the same local dimension does not
+        // mask it (the reference does the same).
+        const auto saved = std::make_tuple(reducing_, reducing_conn_, reduce_src_, reduce_ok_);
+        for (std::size_t r = reducing_.size(); r-- > 0;)
+          if (reducing_[r] == e.conn.local) {
+            const auto at = static_cast<std::ptrdiff_t>(r);
+            reducing_.erase(reducing_.begin() + at);
+            reducing_conn_.erase(reducing_conn_.begin() + at);
+            reduce_src_.erase(reduce_src_.begin() + at);
+            reduce_ok_.erase(reduce_ok_.begin() + at);
+          }
+        const std::string v = gen(*e.args[0], q, comp, code, ind);
+        std::tie(reducing_, reducing_conn_, reduce_src_, reduce_ok_) = saved;
+        return v;
+      }
     }
     FIELDFLOW_ASSERT(false, "unknown expression kind");
+  }
+
+  // A sparse field read inside a reduction over its local dimension, at another element than the
+  // reduction's own (s(E2C[0]) reduced over C2E): its slot is masked by the table row of the
+  // element it is read at, as the reduction's own row masks any other operand.
+  void mask_sparse_read(const std::string& name, const Point& p, std::string& code, int ind) {
+    const auto dims = buffer_type(name).second;
+    for (std::size_t r = reducing_.size(); r-- > 0;) {
+      const Connectivity& c = reducing_conn_[r];
+      if (std::find(dims.begin(), dims.end(), c.local) == dims.end()) continue;
+      const Index* src = find(p, c.source);
+      const Index* slot = find(p, c.local);
+      if (!src || !slot || src->str() == reduce_src_[r]) continue;  // the reduction's own row: checked there
+      const std::string present = fmt::format("({}[std::int64_t({}) * {} + {}] >= 0)", use_table(c), src->str(),
+                                              c.max_neighbors, slot->str());
+      if (reduce_ok_[r].empty()) code += fmt::format("{}if (!{}) continue;  // a skipped slot of {}\n", pad(ind), present, name);
+      else code += fmt::format("{0}{1} = {1} && {2};  // a skipped slot of {3}\n", pad(ind), reduce_ok_[r], present, name);
+    }
   }
 
   // What a -1 entry means where it is read: an error (fixed-index shift), a neighbour the enclosing
@@ -477,9 +518,13 @@ class KernelEmitter {
       Point q = p;
       q.push_back({e.conn.local, n, 0, false});
       reducing_.push_back(e.conn.local);
+      reducing_conn_.push_back(e.conn);
+      reduce_src_.push_back(src ? src->str() : std::string());
       reduce_ok_.push_back(ok);
       const std::string x = gen(*e.args[0], q, -1, code, body_ind);
       reduce_ok_.pop_back();
+      reduce_src_.pop_back();
+      reducing_conn_.pop_back();
       reducing_.pop_back();
       std::string next;
       switch (e.rop) {
@@ -683,6 +728,8 @@ class KernelEmitter {
   std::vector<std::map<std::string, std::string>> memo_;
   std::vector<Dimension> reducing_;  // local dimensions of the reductions being generated
   std::vector<std::string> reduce_ok_;  // their "neighbour present" flags (branch-free form), or empty
+  std::vector<Connectivity> reducing_conn_;  // their connectivities
+  std::vector<std::string> reduce_src_;      // their source element index, or empty (shifted elsewhere)
   int counter_ = 0;
   bool uses_error_ = false;
 };
