@@ -66,6 +66,12 @@ Expr operator==(const Expr& a, const Expr& b);
 Expr operator!=(const Expr& a, const Expr& b);
 Expr operator&(const Expr& a, const Expr& b);
 Expr operator|(const Expr& a, const Expr& b);
+Expr operator^(const Expr& a, const Expr& b);  // bool xor
+Expr operator+(const Expr& a);                 // unary plus: the operand itself (numeric)
+// Integer floor division (Python's //) and modulo (Python's %, the sign of the divisor); by zero
+// both give 0. `/` on integers truncates toward zero like C++.
+Expr floor_divide(const Expr& a, const Expr& b);
+Expr operator%(const Expr& a, const Expr& b);
 
 // Math builtins.
 Expr abs(const Expr& x);

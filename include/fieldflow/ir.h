@@ -83,7 +83,8 @@ enum class UnaryOp : std::uint8_t {
 };
 enum class BinaryOp : std::uint8_t {
   add, sub, mul, div, less, less_equal, greater, greater_equal, equal, not_equal,
-  logical_and, logical_or, minimum, maximum, fmod, power
+  logical_and, logical_or, minimum, maximum, fmod, power,
+  floor_divide, mod, logical_xor  // integer // and % (Python semantics, abi.h), bool ^
 };
 enum class ReduceOp : std::uint8_t { sum, max, min };
 enum class CompareOp : std::uint8_t { less, less_equal, greater, greater_equal, equal, not_equal };

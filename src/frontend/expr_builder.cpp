@@ -144,8 +144,12 @@ Expr binary(ir::BinaryOp op, const Expr& a0, const Expr& b0) {
     result = DType::boolean;
   } else {
     if (t == DType::boolean) throw DTypeError(fmt::format("{}: expected numeric operands, given bool", what));
-    if ((op == ir::BinaryOp::power || op == ir::BinaryOp::fmod) && !is_floating(t))
-      throw DTypeError(fmt::format("{}: expected float operands, given {}; convert with astype", what, to_string(t)));
+    if (op == ir::BinaryOp::fmod && !is_floating(t))
+      throw DTypeError(fmt::format("{}: expected float operands, given {}; convert with astype (or use % on integers)",
+                                   what, to_string(t)));
+    if ((op == ir::BinaryOp::floor_divide || op == ir::BinaryOp::mod) && !is_integral(t))
+      throw DTypeError(fmt::format("{}: expected int32 or int64 operands, given {}; for floats use floor(a / b) or "
+                                   "fmod", what, to_string(t)));
   }
   auto e = make_node(ExprKind::binary, Type{result, unify_dims(a.type().dims, b.type().dims, what), {}},
                 {a.node(), b.node()});
@@ -359,6 +363,16 @@ Expr operator==(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::equa
 Expr operator!=(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::not_equal, a, b); }
 Expr operator&(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::logical_and, a, b); }
 Expr operator|(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::logical_or, a, b); }
+Expr operator^(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::logical_xor, a, b); }
+Expr operator%(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::mod, a, b); }
+Expr floor_divide(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::floor_divide, a, b); }
+
+// Unary plus changes nothing, but is checked like minus so `+flag` on a bool is still a mistake.
+Expr operator+(const Expr& a) {
+  require_field(a, "operator + (unary)");
+  if (a.type().dtype == DType::boolean) throw DTypeError("operator + (unary): expected a numeric operand, given bool");
+  return a;
+}
 
 #define FIELDFLOW_UNARY_BUILTIN(name, op) \
   Expr name(const Expr& x) { return unary(ir::UnaryOp::op, x); }

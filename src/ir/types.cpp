@@ -129,7 +129,7 @@ std::string_view to_string(UnaryOp op) {
 
 std::string_view to_string(BinaryOp op) {
   static const char* names[] = {"+", "-", "*", "/", "<", "<=", ">", ">=", "==", "!=", "&", "|",
-                                "minimum", "maximum", "fmod", "power"};
+                                "minimum", "maximum", "fmod", "power", "//", "%", "^"};
   return names[static_cast<int>(op)];
 }
 
@@ -144,7 +144,9 @@ std::string_view to_string(CompareOp op) {
 }
 
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::less && op <= BinaryOp::not_equal; }
-bool is_logical(BinaryOp op) { return op == BinaryOp::logical_and || op == BinaryOp::logical_or; }
+bool is_logical(BinaryOp op) {
+  return op == BinaryOp::logical_and || op == BinaryOp::logical_or || op == BinaryOp::logical_xor;
+}
 bool is_predicate(UnaryOp op) { return op == UnaryOp::isnan || op == UnaryOp::isinf || op == UnaryOp::isfinite; }
 
 const Param* Program::find(const std::string& n) const {

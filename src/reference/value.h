@@ -63,7 +63,7 @@ template <class T> Scalar apply_binary(ir::BinaryOp op, T a, T b) {
     default: break;
   }
   if constexpr (std::is_same_v<T, bool>) {
-    return Scalar(op == BinaryOp::logical_and ? (a && b) : (a || b));
+    return Scalar(op == BinaryOp::logical_and ? (a && b) : op == BinaryOp::logical_or ? (a || b) : (a != b));
   } else {
     switch (op) {
       case BinaryOp::add: return Scalar(static_cast<T>(a + b));
@@ -78,6 +78,12 @@ template <class T> Scalar apply_binary(ir::BinaryOp op, T a, T b) {
         break;
       case BinaryOp::power:
         if constexpr (std::is_floating_point_v<T>) return Scalar(abi::ff_pow(a, b));
+        else return Scalar(abi::ff_ipow(a, b));
+      case BinaryOp::floor_divide:
+        if constexpr (std::is_integral_v<T>) return Scalar(abi::ff_floordiv(a, b));
+        break;
+      case BinaryOp::mod:
+        if constexpr (std::is_integral_v<T>) return Scalar(abi::ff_mod(a, b));
         break;
       default: break;
     }

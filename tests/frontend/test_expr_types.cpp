@@ -186,12 +186,33 @@ TEST_F(ExprTypes, AbsAndNegWorkOnIntegers) {
   EXPECT_EQ((-i64).type().dtype, DType::int64);
 }
 
-TEST_F(ExprTypes, MinimumMaximumOnAnyNumericFmodPowerOnFloatsOnly) {
+TEST_F(ExprTypes, MinimumMaximumPowerOnAnyNumericFmodOnFloatsOnly) {
   EXPECT_EQ(minimum(i32, 0).type().dtype, DType::int32);
   EXPECT_EQ(maximum(a, col).type(), T(DType::float64, {I, J, K}));
   EXPECT_EQ(power(f32, 2).type().dtype, DType::float32);
-  EXPECT_ERROR(DTypeError, power(i32, 2), "power", "float", "int32");
-  EXPECT_ERROR(DTypeError, fmod(i64, i64), "fmod", "int64");
+  EXPECT_EQ(power(i32, 2).type().dtype, DType::int32);
+  EXPECT_ERROR(DTypeError, power(mask, mask), "power", "numeric", "bool");
+  EXPECT_ERROR(DTypeError, power(i32, 0.5), "literal 0.5", "int32");
+  EXPECT_ERROR(DTypeError, fmod(i64, i64), "fmod", "int64", "%");
+}
+
+TEST_F(ExprTypes, FloorDivisionAndModuloNeedIntegers) {
+  EXPECT_EQ(floor_divide(i32, 2).type(), T(DType::int32, {I, J, K}));
+  EXPECT_EQ((i64 % i64).type(), T(DType::int64, {I, J, K}));
+  EXPECT_EQ((n % 3).type(), T(DType::int32, {}));
+  EXPECT_ERROR(DTypeError, floor_divide(a, b), "operator //", "int32 or int64", "float64", "floor(a / b)");
+  EXPECT_ERROR(DTypeError, f32 % 2, "operator %", "int32 or int64", "float32", "fmod");
+  EXPECT_ERROR(DTypeError, i32 % i64, "operator %", "int32 and int64");
+  EXPECT_ERROR(DTypeError, mask % mask, "operator %", "bool");
+}
+
+TEST_F(ExprTypes, XorNeedsBoolAndUnaryPlusNeedsANumber) {
+  EXPECT_EQ((mask ^ (a > 0)).type(), T(DType::boolean, {I, J, K}));
+  EXPECT_ERROR(DTypeError, i32 ^ i32, "operator ^", "bool", "int32");
+  EXPECT_EQ((+a).node(), a.node());  // nothing to compute
+  EXPECT_EQ((+i64).type(), i64.type());
+  EXPECT_ERROR(DTypeError, +mask, "unary", "numeric", "bool");
+  EXPECT_ERROR(DTypeError, +make_tuple({a, b}), "unary", "expected a field", "tuple");
 }
 
 // --- where / broadcast / astype / index / tuples -------------------------------------------------

@@ -581,7 +581,12 @@ class KernelEmitter {
       case ir::BinaryOp::minimum: return fmt::format("fieldflow::abi::ff_min({}, {})", a, b);
       case ir::BinaryOp::maximum: return fmt::format("fieldflow::abi::ff_max({}, {})", a, b);
       case ir::BinaryOp::fmod: return fmt::format("std::fmod({}, {})", a, b);
-      case ir::BinaryOp::power: return fmt::format("fieldflow::abi::ff_pow({}, {})", a, b);
+      case ir::BinaryOp::power:
+        return is_floating(t) ? fmt::format("fieldflow::abi::ff_pow({}, {})", a, b)
+                              : fmt::format("fieldflow::abi::ff_ipow({}, {})", a, b);
+      case ir::BinaryOp::floor_divide: return fmt::format("fieldflow::abi::ff_floordiv({}, {})", a, b);
+      case ir::BinaryOp::mod: return fmt::format("fieldflow::abi::ff_mod({}, {})", a, b);
+      case ir::BinaryOp::logical_xor: return fmt::format("({} != {})", a, b);
       default: return fmt::format("({} {} {})", a, to_string(e.bop), b);
     }
   }
