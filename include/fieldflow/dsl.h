@@ -93,6 +93,8 @@ Expr trunc(const Expr& x);
 Expr isnan(const Expr& x);
 Expr isinf(const Expr& x);
 Expr isfinite(const Expr& x);
+Expr cbrt(const Expr& x);   // cube root, also of negative numbers
+Expr gamma(const Expr& x);  // the gamma function (std::tgamma): gamma(n + 1) == n!
 Expr minimum(const Expr& a, const Expr& b);
 Expr maximum(const Expr& a, const Expr& b);
 Expr fmod(const Expr& a, const Expr& b);

@@ -79,7 +79,8 @@ std::string_view to_string(ExprKind k);
 
 enum class UnaryOp : std::uint8_t {
   neg, logical_not, abs, sqrt, exp, log, sin, cos, tan, arcsin, arccos, arctan, sinh, cosh, tanh,
-  floor, ceil, trunc, isnan, isinf, isfinite
+  floor, ceil, trunc, isnan, isinf, isfinite,
+  cbrt, gamma  // gamma is the gamma function (std::tgamma), not its logarithm
 };
 enum class BinaryOp : std::uint8_t {
   add, sub, mul, div, less, less_equal, greater, greater_equal, equal, not_equal,

@@ -395,6 +395,8 @@ FIELDFLOW_UNARY_BUILTIN(trunc, trunc)
 FIELDFLOW_UNARY_BUILTIN(isnan, isnan)
 FIELDFLOW_UNARY_BUILTIN(isinf, isinf)
 FIELDFLOW_UNARY_BUILTIN(isfinite, isfinite)
+FIELDFLOW_UNARY_BUILTIN(cbrt, cbrt)
+FIELDFLOW_UNARY_BUILTIN(gamma, gamma)
 #undef FIELDFLOW_UNARY_BUILTIN
 
 Expr minimum(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::minimum, a, b); }

@@ -123,7 +123,8 @@ std::string_view to_string(ExprKind k) {
 
 std::string_view to_string(UnaryOp op) {
   static const char* names[] = {"neg", "not", "abs", "sqrt", "exp", "log", "sin", "cos", "tan", "arcsin", "arccos",
-                                "arctan", "sinh", "cosh", "tanh", "floor", "ceil", "trunc", "isnan", "isinf", "isfinite"};
+                                "arctan", "sinh", "cosh", "tanh", "floor", "ceil", "trunc", "isnan", "isinf", "isfinite",
+                                "cbrt", "gamma"};
   return names[static_cast<int>(op)];
 }
 

@@ -45,6 +45,8 @@ template <class T> Scalar apply_unary(ir::UnaryOp op, T x) {
       case UnaryOp::isnan: return Scalar(static_cast<bool>(std::isnan(x)));
       case UnaryOp::isinf: return Scalar(static_cast<bool>(std::isinf(x)));
       case UnaryOp::isfinite: return Scalar(static_cast<bool>(std::isfinite(x)));
+      case UnaryOp::cbrt: return Scalar(std::cbrt(x));
+      case UnaryOp::gamma: return Scalar(std::tgamma(x));
       case UnaryOp::logical_not: break;
     }
     return Scalar(x);

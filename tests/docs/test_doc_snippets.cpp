@@ -34,6 +34,8 @@ std::string call_with_a_short_input(fieldflow::Field& out);
 fieldflow::ir::Program slot_program();
 fieldflow::ir::Program band_program();
 std::string static_limiter(fieldflow::Field& f, fieldflow::Field& out);
+void ring(int n, fieldflow::Field& left, fieldflow::Field& lap, fieldflow::Field& pow2, fieldflow::Field& flips,
+          fieldflow::Field& x, fieldflow::Field& cube_root, fieldflow::Field& factorial);
 
 namespace fieldflow {
 namespace {
@@ -391,6 +393,27 @@ TEST(DocSnippets, StaticScalars) {
   for (const char* word : {"program 'limiter'", "'limit'", "static", "true", "false"})
     EXPECT_NE(msg.find(word), std::string::npos) << msg;
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out.at<double>({i}), std::min(0.5 * i, 1.0)) << i;
+}
+
+TEST(DocSnippets, IntegerMath) {
+  const int n = 7;
+  Field left({I}, DType::int32, {n}), lap({I}, DType::int32, {n}), pow2({I}, DType::int64, {n});
+  Field flips({I}, DType::boolean, {n}), x({I}, DType::float64, {n}), root({I}, DType::float64, {n}),
+      fact({I}, DType::float64, {n});
+  for (int i = 0; i < n; ++i) x.at<double>({i}) = i == n - 1 ? -27.0 : i;
+  ring(n, left, lap, pow2, flips, x, root, fact);
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(left.at<std::int32_t>({i}), i == 0 ? n - 1 : i - 1) << i;
+    EXPECT_EQ(lap.at<std::int32_t>({i}), i == 0 ? -1 : 0) << i;
+    EXPECT_EQ(pow2.at<std::int64_t>({i}), std::int64_t{1} << i) << i;
+    EXPECT_EQ(flips.at<bool>({i}), (i % 2 == 1) != (i >= n / 2)) << i;
+    EXPECT_EQ(root.at<double>({i}), std::cbrt(x.at<double>({i}))) << i;
+    if (i < n - 1) {
+      EXPECT_NEAR(fact.at<double>({i}), std::tgamma(i + 1.0), 1e-9) << i;  // i!
+    }
+  }
+  EXPECT_DOUBLE_EQ(root.at<double>({n - 1}), -3.0);  // std::cbrt(-27.0) may be an ulp off
+  EXPECT_DOUBLE_EQ(fact.at<double>({4}), 24.0);
 }
 
 }  // namespace

@@ -167,7 +167,7 @@ TEST_F(ExprTypes, ArithmeticOnBoolIsADTypeError) {
 TEST_F(ExprTypes, FloatBuiltinsRejectIntegersAndKeepFloatDtype) {
   using Fn = Expr (*)(const Expr&);
   for (Fn fn : {Fn(sqrt), Fn(exp), Fn(log), Fn(sin), Fn(cos), Fn(tan), Fn(arcsin), Fn(arccos), Fn(arctan), Fn(sinh),
-                Fn(cosh), Fn(tanh), Fn(floor), Fn(ceil), Fn(trunc)}) {
+                Fn(cosh), Fn(tanh), Fn(floor), Fn(ceil), Fn(trunc), Fn(cbrt), Fn(gamma)}) {
     EXPECT_EQ(fn(f32).type(), T(DType::float32, {I, J, K}));
     EXPECT_EQ(fn(a).type(), T(DType::float64, {I, J, K}));
     EXPECT_ERROR(DTypeError, fn(i32), "float32 or float64", "int32", "astype");

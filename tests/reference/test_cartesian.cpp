@@ -191,7 +191,7 @@ const UnaryCase kUnary[] = {
     UNARY_CASE(tan, tan, -1.4, 1.4),     UNARY_CASE(arcsin, asin, -1.0, 1.0), UNARY_CASE(arccos, acos, -1.0, 1.0),
     UNARY_CASE(arctan, atan, -20.0, 20.0), UNARY_CASE(sinh, sinh, -3.0, 3.0), UNARY_CASE(cosh, cosh, -3.0, 3.0),
     UNARY_CASE(tanh, tanh, -3.0, 3.0),   UNARY_CASE(floor, floor, -2.5, 2.5), UNARY_CASE(ceil, ceil, -2.5, 2.5),
-    UNARY_CASE(trunc, trunc, -2.5, 2.5),
+    UNARY_CASE(trunc, trunc, -2.5, 2.5), UNARY_CASE(cbrt, cbrt, -8.0, 27.0), UNARY_CASE(gamma, tgamma, -2.5, 6.0),
 };
 #undef UNARY_CASE
 

@@ -560,6 +560,7 @@ class KernelEmitter {
       case ir::UnaryOp::arcsin: return fmt::format("std::asin({})", a);
       case ir::UnaryOp::arccos: return fmt::format("std::acos({})", a);
       case ir::UnaryOp::arctan: return fmt::format("std::atan({})", a);
+      case ir::UnaryOp::gamma: return fmt::format("std::tgamma({})", a);
       case ir::UnaryOp::isnan:
       case ir::UnaryOp::isinf:
       case ir::UnaryOp::isfinite: return fmt::format("static_cast<bool>(std::{}({}))", to_string(e.uop), a);
