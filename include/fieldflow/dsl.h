@@ -150,6 +150,10 @@ enum class ScanDirection { forward, backward };
 using ScanBody = std::function<Expr(const Expr& carry, const std::vector<Expr>& inputs)>;
 Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init,
           const ScanBody& body, std::vector<Expr> inputs);
+// A scan without inputs, whose only state is the carry (body(carry, {})): it sweeps the vertical
+// dimension `axis` and its value is over [axis]; a call writes it to every column of its output.
+Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init,
+          const ScanBody& body, const Dimension& axis);
 
 // Labels a value (transients are named after labels); materialize() also asks the compiler
 // to store it as a transient instead of recomputing it where it is read.

@@ -614,8 +614,10 @@ Expr concat_where_compare(const IndexCondition& cond, const Expr& a0, const Expr
 }
 }  // namespace
 
-Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init, const ScanBody& body,
-          std::vector<Expr> inputs) {
+namespace {
+// `axis` is the swept dimension of a scan without inputs (nullptr: taken from the inputs).
+Expr make_scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init, const ScanBody& body,
+               std::vector<Expr> inputs, const Dimension* axis) {
   const std::string what = fmt::format("scan '{}'", name);
   if (init.empty()) throw DTypeError(fmt::format("{}: expected at least one init value, given none", what));
   // The body sees dimensionless placeholders: it computes one level, so it cannot shift.
@@ -626,7 +628,10 @@ Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> 
     carries.push_back(Expr(c));
   }
   std::vector<Expr> args;
+  // Without inputs, the carry alone is swept along `axis`: the value is a column over [axis], written
+  // to every column of an output that has more dims (its shape comes from the call's domain).
   std::vector<Dimension> dims;
+  if (axis) dims.push_back(*axis);
   std::vector<ExprPtr> arg_nodes;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     require_field(inputs[i], what + " input");
@@ -672,6 +677,24 @@ Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> 
   e->init = init;
   e->body = final_body.node();
   return Expr(e);
+}
+}  // namespace
+
+Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init, const ScanBody& body,
+          std::vector<Expr> inputs) {
+  if (inputs.empty())
+    throw DimensionError(fmt::format("scan '{}': expected inputs to sweep, given none; a scan whose only state "
+                                     "is its carry names the dimension it sweeps: scan(name, direction, init, "
+                                     "body, K)", name));
+  return make_scan(name, direction, std::move(init), body, std::move(inputs), nullptr);
+}
+
+Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init, const ScanBody& body,
+          const Dimension& axis) {
+  if (axis.kind != DimKind::vertical)
+    throw DimensionError(fmt::format("scan '{}': expected a vertical dimension to sweep, given {} ({})", name,
+                                     axis.name, to_string(axis.kind)));
+  return make_scan(name, direction, std::move(init), body, {}, &axis);
 }
 
 Expr named(const std::string& label, const Expr& x) {

@@ -34,6 +34,7 @@ std::string call_with_a_short_input(fieldflow::Field& out);
 fieldflow::ir::Program slot_program();
 fieldflow::ir::Program band_program();
 std::string static_limiter(fieldflow::Field& f, fieldflow::Field& out);
+void reference_pressure(fieldflow::Field& p_ref, int nk);
 void ring(int n, fieldflow::Field& left, fieldflow::Field& lap, fieldflow::Field& pow2, fieldflow::Field& flips,
           fieldflow::Field& x, fieldflow::Field& cube_root, fieldflow::Field& factorial);
 
@@ -414,6 +415,22 @@ TEST(DocSnippets, IntegerMath) {
   }
   EXPECT_DOUBLE_EQ(root.at<double>({n - 1}), -3.0);  // std::cbrt(-27.0) may be an ulp off
   EXPECT_DOUBLE_EQ(fact.at<double>({4}), 24.0);
+}
+
+TEST(DocSnippets, CarryScan) {
+  const int ni = 3, nk = 6;
+  Field p({I, K}, DType::float64, {ni, nk + 1});  // one level more than the call writes
+  p.fill(-1.0);
+  reference_pressure(p, nk);
+  for (int i = 0; i < ni; ++i) {
+    double want = 1000.0 / 0.9;
+    for (int k = 0; k < nk; ++k) {
+      want *= 0.9;
+      EXPECT_EQ(p.at<double>({i, k}), want) << i << "," << k;
+    }
+    EXPECT_EQ(p.at<double>({i, nk}), -1.0);
+  }
+  EXPECT_NEAR(p.at<double>({0, 0}), 1000.0, 1e-9);
 }
 
 }  // namespace
