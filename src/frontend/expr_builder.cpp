@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <algorithm>
+#include <functional>
 
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
@@ -100,6 +102,23 @@ void require_same_dtype(const Expr& a, const Expr& b, std::string_view what) {
   if (a.type().dtype != b.type().dtype)
     throw DTypeError(fmt::format("{}: operands of dtype {} and {} do not mix; convert one with astype",
                                  what, to_string(a.type().dtype), to_string(b.type().dtype)));
+}
+
+// A tuple with a tuple among its elements. Only make_tuple nodes have such types: every other
+// construct applies elementwise to nested tuples (below), so passes and backends see flat tuples.
+bool is_nested(const Type& t) {
+  return std::any_of(t.elements.begin(), t.elements.end(), [](const Type& e) { return e.is_tuple(); });
+}
+
+// f over the matching elements of two tuples of the same structure (f recurses into nested ones).
+Expr elementwise(const Expr& a, const Expr& b, std::string_view what,
+                 const std::function<Expr(const Expr&, const Expr&)>& f) {
+  if (!a.type().is_tuple() || !b.type().is_tuple() || a.type().elements.size() != b.type().elements.size())
+    throw DTypeError(fmt::format("{}: branches of types {} and {} do not match; expected tuples of the same "
+                                 "structure", what, a.type().to_string(), b.type().to_string()));
+  std::vector<Expr> parts;
+  for (int i = 0; i < static_cast<int>(a.type().elements.size()); ++i) parts.push_back(f(a[i], b[i]));
+  return make_tuple(parts);
 }
 
 Expr unary(ir::UnaryOp op, const Expr& x) {
@@ -441,7 +460,11 @@ Expr broadcast(const Expr& x, std::vector<Dimension> dims) {
 }
 
 Expr astype(const Expr& x, DType dtype) {
-  require_field(x, "astype");
+  if (x.type().is_tuple()) {  // every element converted
+    std::vector<Expr> parts;
+    for (int i = 0; i < static_cast<int>(x.type().elements.size()); ++i) parts.push_back(astype(x[i], dtype));
+    return make_tuple(parts);
+  }
   if (x.type().dtype == dtype) return x;
   return Expr(make_node(ExprKind::cast, Type{dtype, x.type().dims, {}}, {x.node()}));
 }
@@ -597,6 +620,8 @@ Expr concat_where(const IndexCondition& cond, const Expr& a, const Expr& b) {
 namespace {
 Expr concat_where_compare(const IndexCondition& cond, const Expr& a0, const Expr& b0) {
   const std::string what = fmt::format("concat_where({} {} ..)", cond.dim.name, to_string(cond.cmp));
+  if (a0.type().is_tuple() || b0.type().is_tuple())  // one region choice per element
+    return elementwise(a0, b0, what, [&](const Expr& x, const Expr& y) { return concat_where(cond, x, y); });
   require_field(a0, what);
   require_field(b0, what);
   if (cond.dim.kind == DimKind::local)
