@@ -12,12 +12,16 @@
 
 namespace fieldflow::ir {
 
-// The type of an expression: a field (dims + dtype; no dims = a scalar value) or a flat tuple.
+// The type of an expression: a field (dims + dtype; no dims = a scalar value) or a tuple, whose
+// elements may be tuples again. A call writes a nested tuple as its leaves (fields) in
+// depth-first order, and the frontend hands passes and backends flat tuples only.
 struct Type {
   DType dtype = DType::float64;
   std::vector<Dimension> dims;  // canonical order: horizontal, local, vertical (then by name)
-  std::vector<Type> elements;   // non-empty: a tuple of fields
+  std::vector<Type> elements;   // non-empty: a tuple
   bool is_tuple() const { return !elements.empty(); }
+  int leaf_count() const;                 // 1 for a field
+  const Type& leaf(int i) const;          // the i-th field, depth first; the type itself for a field
   bool has(const Dimension& d) const;
   std::string to_string() const;
   friend bool operator==(const Type& a, const Type& b) {

@@ -427,6 +427,8 @@ Expr where(const Expr& cond, const Expr& a0, const Expr& b0) {
   require_field(cond, "where");
   if (cond.type().dtype != DType::boolean)
     throw DTypeError(fmt::format("where: expected a bool condition, given {}", to_string(cond.type().dtype)));
+  if (is_nested(a0.type()) || is_nested(b0.type()))
+    return elementwise(a0, b0, "where", [&](const Expr& x, const Expr& y) { return where(cond, x, y); });
   auto [a, b] = adapt(a0, b0, "where");
   if (a.type().is_tuple() != b.type().is_tuple() ||
       (a.type().is_tuple() && a.type().elements.size() != b.type().elements.size()))
@@ -482,9 +484,16 @@ Expr make_tuple(std::vector<Expr> elements) {
   Type t;
   std::vector<ExprPtr> args;
   for (const auto& x : elements) {
-    require_field(x, "make_tuple (tuples are flat)");
     t.elements.push_back(x.type());
-    args.push_back(x.node());
+    if (x.type().is_tuple() && x.node()->kind != ExprKind::make_tuple) {
+      // A tuple-valued operand (a tuple scan, a where over tuples) nests as the tuple of its
+      // elements, so the nesting is all make_tuple and a call can flatten it to its leaves.
+      std::vector<Expr> parts;
+      for (int i = 0; i < static_cast<int>(x.type().elements.size()); ++i) parts.push_back(x[i]);
+      args.push_back(make_tuple(parts).node());
+    } else {
+      args.push_back(x.node());
+    }
   }
   return Expr(make_node(ExprKind::make_tuple, t, args));
 }
@@ -723,6 +732,11 @@ Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> 
 }
 
 Expr named(const std::string& label, const Expr& x) {
+  if (is_nested(x.type())) {  // the label goes to every element
+    std::vector<Expr> parts;
+    for (int i = 0; i < static_cast<int>(x.type().elements.size()); ++i) parts.push_back(named(label, x[i]));
+    return make_tuple(parts);
+  }
   auto e = make_node(ExprKind::named, x.type(), {x.node()});
   e->name = label;
   return Expr(e);

@@ -25,6 +25,23 @@ std::string Type::to_string() const {
   return s + "]";
 }
 
+int Type::leaf_count() const {
+  if (!is_tuple()) return 1;
+  int n = 0;
+  for (const auto& e : elements) n += e.leaf_count();
+  return n;
+}
+
+const Type& Type::leaf(int i) const {
+  if (!is_tuple()) return *this;
+  for (const auto& e : elements) {
+    const int n = e.leaf_count();
+    if (i < n) return e.leaf(i);
+    i -= n;
+  }
+  FIELDFLOW_ASSERT(false, fmt::format("leaf {} of {} out of range", i, to_string()));
+}
+
 std::vector<Dimension> canonical_dims(std::vector<Dimension> dims) {
   auto group = [](const Dimension& d) { return d.kind == DimKind::horizontal ? 0 : d.kind == DimKind::local ? 1 : 2; };
   std::sort(dims.begin(), dims.end(), [&](const Dimension& a, const Dimension& b) {

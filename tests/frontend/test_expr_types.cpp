@@ -272,13 +272,17 @@ TEST_F(ExprTypes, IndexIsInt32OverItsDimension) {
   EXPECT_ERROR(DimensionError, index(e2v.local), "index", "local", "E2VDim");
 }
 
-TEST_F(ExprTypes, TuplesAreFlatAndIndexable) {
+TEST_F(ExprTypes, TuplesNestAndAreIndexable) {
   Expr t = make_tuple({a, i32, col});
   ASSERT_EQ(t.type().elements.size(), 3u);
   EXPECT_EQ(t[1].type(), T(DType::int32, {I, J, K}));
   EXPECT_EQ(t[2].node(), col.node());
   EXPECT_EQ(t.type().to_string(), "(float64[I, J, K], int32[I, J, K], float64[K])");
-  EXPECT_ERROR(DTypeError, make_tuple({t, a}), "tuples are flat");
+  const Expr nested = make_tuple({t, a});
+  EXPECT_EQ(nested.type().to_string(), "((float64[I, J, K], int32[I, J, K], float64[K]), float64[I, J, K])");
+  EXPECT_EQ(nested.type().leaf_count(), 4);
+  EXPECT_EQ(nested.type().leaf(2), T(DType::float64, {K}));
+  EXPECT_EQ(nested[0][2].node(), col.node());
   EXPECT_ERROR(DTypeError, make_tuple({}), "at least one element");
   EXPECT_ERROR(DTypeError, t[3], "tuple element [3]", "[0, 3)");
   EXPECT_ERROR(DTypeError, a[0], "expected a tuple");

@@ -67,5 +67,79 @@ TEST(TupleOps, MismatchedTupleBranchesAreDTypeErrors) {
                "float64");
 }
 
+// --- nested tuples ----------------------------------------------------------------------------------------
+
+// An operator returning a nested tuple: (sum, (difference, product > 0)).
+Expr sum_and_rest(const Expr& a, const Expr& b) { return make_tuple({a + b, make_tuple({a - b, a * b > 0})}); }
+
+TEST(NestedTuples, ReturnedPassedAndWrittenToNestedOutputs) {
+  ProgramBuilder pb("nested");
+  Expr a = pb.field("a", {I, K}, DType::float64), b = pb.field("b", {I, K}, DType::float64);
+  Expr s = pb.field("s", {I, K}, DType::float64), d = pb.field("d", {I, K}, DType::float64);
+  Expr p = pb.field("p", {I, K}, DType::boolean);
+  const Expr t = sum_and_rest(a, b);
+  EXPECT_EQ(t.type().to_string(), "(float64[I, K], (float64[I, K], bool[I, K]))");
+  EXPECT_EQ(t[1][1].type().to_string(), "bool[I, K]");
+  // Passed on to another operator that swaps the inner pair and scales the sum.
+  auto rearrange = [](const Expr& x) { return make_tuple({x[0] * 2, make_tuple({x[1][0], x[1][1]})}); };
+  pb.call("c", rearrange(t), {s, make_tuple({d, p})}, full());
+  Field fa = ik(DType::float64, 6), fb = ik(DType::float64, 7), fs = ik(), fd = ik(), fp = ik(DType::boolean);
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("s", fs).field("d", fd).field("p", fp));
+  EXPECT_TRUE(matches(fs, [&](const Index& x) { return (v(fa, x) + v(fb, x)) * 2; }));
+  EXPECT_TRUE(matches(fd, [&](const Index& x) { return v(fa, x) - v(fb, x); }));
+  EXPECT_TRUE(matches(fp, [&](const Index& x) { return v(fa, x) * v(fb, x) > 0 ? 1.0 : 0.0; }, {}, 0, 1.0));
+}
+
+TEST(NestedTuples, WhereAndConcatWhereOverNestedTuplesAndATupleScan) {
+  ProgramBuilder pb("nested_where");
+  Expr a = pb.field("a", {I, K}, DType::float64), b = pb.field("b", {I, K}, DType::float64);
+  Expr o1 = pb.field("o1", {I, K}, DType::float64), o2 = pb.field("o2", {I, K}, DType::float64),
+       o3 = pb.field("o3", {I, K}, DType::float64);
+  // A tuple scan (running sum, running max) nested inside a tuple.
+  const Expr sm = scan("summax", ScanDirection::forward, {Scalar(0.0), Scalar(-1e300)},
+                       [](const Expr& c, const std::vector<Expr>& in) {
+                         return make_tuple({c[0] + in[0], maximum(c[1], in[0])});
+                       },
+                       {a});
+  const Expr x = make_tuple({b, sm}), y = make_tuple({-b, make_tuple({a, b})});
+  const Expr chosen = where(a > 0, x, y);
+  EXPECT_EQ(chosen.type().to_string(), "(float64[I, K], (float64[I, K], float64[I, K]))");
+  pb.call("c", concat_where(I < 2, y, chosen), {o1, make_tuple({o2, o3})}, full());
+  Field fa = ik(DType::float64, 8), fb = ik(DType::float64, 9), f1 = ik(), f2 = ik(), f3 = ik();
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("o1", f1).field("o2", f2).field("o3", f3));
+  auto sum = [&](const Index& p) {
+    double acc = 0;
+    for (std::int64_t k = 0; k <= p[1]; ++k) acc += v(fa, {p[0], k});
+    return acc;
+  };
+  auto mx = [&](const Index& p) {
+    double acc = -1e300;
+    for (std::int64_t k = 0; k <= p[1]; ++k) acc = std::max(acc, v(fa, {p[0], k}));
+    return acc;
+  };
+  auto pick = [&](const Index& p) { return p[0] >= 2 && v(fa, p) > 0; };  // x chosen
+  EXPECT_TRUE(matches(f1, [&](const Index& p) { return pick(p) ? v(fb, p) : -v(fb, p); }));
+  EXPECT_TRUE(matches(f2, [&](const Index& p) { return pick(p) ? sum(p) : v(fa, p); }));
+  EXPECT_TRUE(matches(f3, [&](const Index& p) { return pick(p) ? mx(p) : v(fb, p); }));
+}
+
+TEST(NestedTuples, StructureMismatchesAreErrors) {
+  ProgramBuilder pb("nested_bad");
+  Expr a = pb.field("a", {I, K}, DType::float64), b = pb.field("b", {I, K}, DType::float64);
+  Expr o1 = pb.field("o1", {I, K}, DType::float64), o2 = pb.field("o2", {I, K}, DType::float64);
+  Expr o3 = pb.field("o3", {I, K}, DType::float64);
+  const Expr t = make_tuple({a, make_tuple({a, b})});
+  EXPECT_ERROR(ProgramError, pb.call("c", t, {o1, o2, o3}, full()), "call 'c'", "tuple structure",
+               "(float64[I, K], (float64[I, K], float64[I, K]))", "(float64[I, K], float64[I, K], float64[I, K])");
+  EXPECT_ERROR(ProgramError, pb.call("c", make_tuple({a, b, a}), {o1, make_tuple({o2, o3})}, full()),
+               "tuple structure");
+  EXPECT_ERROR(DTypeError, where(a > 0, t, make_tuple({a, b})), "where", "do not match");
+  EXPECT_ERROR(DTypeError, t + a, "expected a field", "tuple");
+  EXPECT_ERROR(DTypeError, t[1][2], "tuple element [2]", "[0, 2)");
+  // Nothing was added by the failed calls.
+  pb.call("ok", t, {o1, make_tuple({o2, o3})}, full());
+  EXPECT_EQ(pb.build().stmts.size(), 1u);
+}
+
 }  // namespace
 }  // namespace fieldflow
