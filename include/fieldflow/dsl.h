@@ -165,6 +165,11 @@ class ProgramBuilder {
   explicit ProgramBuilder(std::string name);
   Expr field(const std::string& name, std::vector<Dimension> dims, DType dtype);
   Expr scalar(const std::string& name, DType dtype);
+  // A tuple of fields as one parameter: its elements are the field parameters "name.0",
+  // "name.1", ... (pass them with Arguments::tuple), and the returned Expr is their tuple; it may
+  // be read like any tuple and given as an output (filling one field per element).
+  struct FieldSpec { std::vector<Dimension> dims; DType dtype; };
+  Expr tuple_field(const std::string& name, std::vector<FieldSpec> elements);
   // Connectivities used by expressions become parameters automatically (named like the
   // connectivity); declaring one explicitly is only needed for a program that reads none.
   void connectivity(const Connectivity& c);

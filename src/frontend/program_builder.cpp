@@ -41,6 +41,30 @@ Expr ProgramBuilder::scalar(const std::string& name, DType dtype) {
   return Expr(e);
 }
 
+Expr ProgramBuilder::tuple_field(const std::string& name, std::vector<FieldSpec> elements) {
+  if (elements.empty())
+    throw ProgramError(fmt::format("program '{}': tuple parameter '{}' needs at least one element, given none",
+                                   program_.name, name));
+  const bool taken = program_.find(name) || std::any_of(program_.params.begin(), program_.params.end(), [&](const ir::Param& q) {
+    return q.name.rfind(name + ".", 0) == 0;  // an earlier tuple parameter of this name
+  });
+  if (taken) throw ProgramError(fmt::format("program '{}': parameter '{}' declared twice", program_.name, name));
+  // Checked before any element is declared, so a rejected tuple leaves the builder unchanged.
+  for (std::size_t i = 0; i < elements.size(); ++i)
+    if (program_.find(fmt::format("{}.{}", name, i)))
+      throw ProgramError(fmt::format("program '{}': parameter '{}.{}' declared twice", program_.name, name, i));
+  const ir::Program before = program_;
+  std::vector<Expr> fields;
+  try {
+    for (std::size_t i = 0; i < elements.size(); ++i)
+      fields.push_back(field(fmt::format("{}.{}", name, i), elements[i].dims, elements[i].dtype));
+  } catch (...) {
+    program_ = before;
+    throw;
+  }
+  return make_tuple(fields);
+}
+
 void ProgramBuilder::connectivity(const Connectivity& c) {
   if (const ir::Param* p = program_.find(c.name)) {
     if (p->kind != ir::ParamKind::connectivity || !(p->conn == c))

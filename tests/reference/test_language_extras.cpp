@@ -141,5 +141,46 @@ TEST(NestedTuples, StructureMismatchesAreErrors) {
   EXPECT_EQ(pb.build().stmts.size(), 1u);
 }
 
+// --- tuple-typed program parameters ---------------------------------------------------------------------------
+
+TEST(TupleParameters, ReadAndWrittenAsTuples) {
+  ProgramBuilder pb("tuple_params");
+  Expr uv = pb.tuple_field("uv", {{{I, K}, DType::float64}, {{I, K}, DType::float64}});
+  Expr out = pb.tuple_field("out", {{{I, K}, DType::float64}, {{K, I}, DType::float64}});
+  Expr speed = pb.field("speed", {I, K}, DType::float64);
+  EXPECT_EQ(uv.type().to_string(), "(float64[I, K], float64[I, K])");
+  // Rotate by 90 degrees into the tuple output, and the speed into a plain field.
+  pb.call("rotate", make_tuple({-uv[1], uv[0]}), {out}, full());
+  pb.call("speed", sqrt(uv[0] * uv[0] + uv[1] * uv[1]), {speed}, full());
+  const ir::Program prog = pb.build();
+  ASSERT_NE(prog.find("uv.0"), nullptr);
+  ASSERT_NE(prog.find("out.1"), nullptr);
+  Field u = ik(DType::float64, 10), w = ik(DType::float64, 11), r0 = ik(), r1 = ik(), sp = ik();
+  run_program(prog, Arguments().tuple("uv", {&u, &w}).tuple("out", {&r0, &r1}).field("speed", sp));
+  EXPECT_TRUE(matches(r0, [&](const Index& x) { return -v(w, x); }));
+  EXPECT_TRUE(matches(r1, [&](const Index& x) { return v(u, x); }));
+  EXPECT_TRUE(matches(sp, [&](const Index& x) { return std::sqrt(v(u, x) * v(u, x) + v(w, x) * v(w, x)); }));
+}
+
+TEST(TupleParameters, MistakesAreNamed) {
+  ProgramBuilder pb("tuple_params_bad");
+  Expr uv = pb.tuple_field("uv", {{{I, K}, DType::float64}, {{I, K}, DType::float32}});
+  Expr o = pb.field("o", {I, K}, DType::float64);
+  EXPECT_ERROR(ProgramError, pb.tuple_field("uv", {{{I}, DType::float64}}), "parameter 'uv' declared twice");
+  EXPECT_ERROR(ProgramError, pb.tuple_field("e", {}), "tuple parameter 'e'", "at least one element");
+  EXPECT_ERROR(DimensionError, pb.tuple_field("d", {{{I, K}, DType::float64}, {{I, I}, DType::float64}}),
+               "field 'd.1'", "twice");
+  pb.call("c", astype(uv[1], DType::float64) + uv[0], {o}, full());
+  const ir::Program prog = pb.build();
+  EXPECT_EQ(prog.find("d.0"), nullptr) << "a rejected tuple parameter leaves no element behind";
+  Field u = ik(DType::float64, 12), w = ik(DType::float32, 13), fo = ik();
+  EXPECT_ERROR(ArgumentError, run_program(prog, Arguments().tuple("uv", {&u}).field("o", fo)), "uv.1");
+  EXPECT_ERROR(ArgumentError, run_program(prog, Arguments().tuple("uv", {&w, &u}).field("o", fo)), "uv.0", "float64",
+               "float32");
+  EXPECT_ERROR(ArgumentError, Arguments().tuple("uv", {&u, nullptr}), "tuple argument 'uv'", "element 1", "null");
+  run_program(prog, Arguments().tuple("uv", {&u, &w}).field("o", fo));
+  EXPECT_TRUE(matches(fo, [&](const Index& x) { return static_cast<double>(w.at<float>({x[0], x[1]})) + v(u, x); }));
+}
+
 }  // namespace
 }  // namespace fieldflow
