@@ -30,17 +30,24 @@ struct Type {
 };
 std::vector<Dimension> canonical_dims(std::vector<Dimension> dims);
 
-// An affine integer expression over int scalar parameters: the language of domain bounds, so
-// one compiled program serves every size.
+struct SymOp;
+
+// An integer expression over int scalar parameters: the language of domain bounds, so one
+// compiled program serves every size. It is affine in its terms; a term is an int scalar
+// parameter or, for bounds like `n / 2`, a non-affine operation on two SymExprs whose name (its
+// printed form, e.g. "(n / 2)") is a key of `ops`. Passes add and subtract bounds affinely and
+// never look inside an operation; evaluation does.
 struct SymExpr {
   std::int64_t constant = 0;
-  std::vector<std::pair<std::string, std::int64_t>> terms;  // (scalar parameter, coefficient), sorted
+  std::vector<std::pair<std::string, std::int64_t>> terms;  // (scalar parameter or operation, coefficient), sorted
+  std::map<std::string, std::shared_ptr<const SymOp>> ops;   // the operations among the terms' names
   SymExpr() = default;
   SymExpr(std::int64_t c) : constant(c) {}
   static SymExpr symbol(const std::string& name);
   bool is_constant() const { return terms.empty(); }
   std::int64_t evaluate(const std::map<std::string, std::int64_t>& values) const;  // ArgumentError if missing
   std::string to_string() const;
+  std::vector<std::string> parameters() const;  // every scalar parameter it reads, also inside operations
   friend SymExpr operator+(SymExpr a, const SymExpr& b);
   friend SymExpr operator-(SymExpr a, const SymExpr& b);
   friend SymExpr operator*(SymExpr a, std::int64_t k);
@@ -48,6 +55,16 @@ struct SymExpr {
     return a.constant == b.constant && a.terms == b.terms;
   }
 };
+
+// A non-affine step of a bound, with the integer semantics of the language (fieldflow/abi.h):
+// `/` truncates, floor_divide and mod follow Python, division by zero gives 0.
+enum class SymOpKind : std::uint8_t { div, floor_divide, mod, mul, min, max };
+struct SymOp {
+  SymOpKind kind;
+  SymExpr a, b;
+};
+// a op b, folded when both are constants; an affine result stays affine (k * n, n * k).
+SymExpr sym_operation(SymOpKind kind, const SymExpr& a, const SymExpr& b);
 
 struct DomainRange {
   Dimension dim;

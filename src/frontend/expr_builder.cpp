@@ -184,13 +184,22 @@ ir::SymExpr to_sym(const Expr& x, std::string_view what) {
     auto l = to_sym(Expr(n.args[0]), what), r = to_sym(Expr(n.args[1]), what);
     return n.bop == ir::BinaryOp::add ? l + r : l - r;
   }
-  if (n.kind == ExprKind::binary && n.bop == ir::BinaryOp::mul) {
-    auto l = to_sym(Expr(n.args[0]), what), r = to_sym(Expr(n.args[1]), what);
-    if (l.is_constant()) return r * l.constant;
-    if (r.is_constant()) return l * r.constant;
-  }
-  throw ProgramError(fmt::format("{}: expected an integer constant or an affine expression of int scalar "
-                                 "parameters, given {}", what, ir::print(n)));
+  // Non-affine integer steps (n / 2, n * m, n % 4, minimum(n, m), ...) become operations of the
+  // bound, evaluated with the language's integer semantics when the sizes are known.
+  static const std::pair<ir::BinaryOp, ir::SymOpKind> ops[] = {
+      {ir::BinaryOp::mul, ir::SymOpKind::mul},         {ir::BinaryOp::div, ir::SymOpKind::div},
+      {ir::BinaryOp::floor_divide, ir::SymOpKind::floor_divide}, {ir::BinaryOp::mod, ir::SymOpKind::mod},
+      {ir::BinaryOp::minimum, ir::SymOpKind::min},     {ir::BinaryOp::maximum, ir::SymOpKind::max}};
+  if (n.kind == ExprKind::binary && is_integral(n.type.dtype))
+    for (const auto& [bop, kind] : ops)
+      if (n.bop == bop) return ir::sym_operation(kind, to_sym(Expr(n.args[0]), what), to_sym(Expr(n.args[1]), what));
+  // astype between integer dtypes (an int64 size next to int32 ones): bounds are computed in int64.
+  if (n.kind == ExprKind::cast && is_integral(n.type.dtype) && is_integral(n.args[0]->type.dtype))
+    return to_sym(Expr(n.args[0]), what);
+  if (n.kind == ExprKind::unary && n.uop == ir::UnaryOp::neg && is_integral(n.type.dtype))
+    return to_sym(Expr(n.args[0]), what) * -1;
+  throw ProgramError(fmt::format("{}: expected an integer expression of int scalar parameters and constants "
+                                 "(+ - * / // % minimum maximum), given {}", what, ir::print(n)));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unordered_set>
 
+#include "fieldflow/abi.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/ir.h"
 
@@ -60,6 +61,20 @@ SymExpr SymExpr::symbol(const std::string& name) {
 std::int64_t SymExpr::evaluate(const std::map<std::string, std::int64_t>& values) const {
   std::int64_t v = constant;
   for (const auto& [name, k] : terms) {
+    if (auto op = ops.find(name); op != ops.end()) {
+      const std::int64_t a = op->second->a.evaluate(values), b = op->second->b.evaluate(values);
+      std::int64_t r = 0;
+      switch (op->second->kind) {
+        case SymOpKind::div: r = abi::ff_div(a, b); break;
+        case SymOpKind::floor_divide: r = abi::ff_floordiv(a, b); break;
+        case SymOpKind::mod: r = abi::ff_mod(a, b); break;
+        case SymOpKind::mul: r = static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b)); break;
+        case SymOpKind::min: r = abi::ff_min(a, b); break;
+        case SymOpKind::max: r = abi::ff_max(a, b); break;
+      }
+      v += k * r;
+      continue;
+    }
     auto it = values.find(name);
     if (it == values.end())
       throw ArgumentError(fmt::format("domain bound {} needs scalar parameter '{}', which was not given",
@@ -81,8 +96,25 @@ std::string SymExpr::to_string() const {
   return s;
 }
 
+std::vector<std::string> SymExpr::parameters() const {
+  std::vector<std::string> out;
+  for (const auto& [name, k] : terms) {
+    auto op = ops.find(name);
+    if (op == ops.end()) {
+      out.push_back(name);
+      continue;
+    }
+    for (const SymExpr* x : {&op->second->a, &op->second->b})
+      for (auto& p : x->parameters()) out.push_back(std::move(p));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 namespace {
 SymExpr combine(SymExpr a, const SymExpr& b, std::int64_t sign) {
+  a.ops.insert(b.ops.begin(), b.ops.end());
   a.constant += sign * b.constant;
   for (const auto& [name, k] : b.terms) {
     auto it = std::find_if(a.terms.begin(), a.terms.end(), [&](auto& t) { return t.first == name; });
@@ -102,6 +134,25 @@ SymExpr operator*(SymExpr a, std::int64_t k) {
   for (auto& t : a.terms) t.second *= k;
   std::erase_if(a.terms, [](auto& t) { return t.second == 0; });
   return a;
+}
+
+SymExpr sym_operation(SymOpKind kind, const SymExpr& a, const SymExpr& b) {
+  if (a.is_constant() && b.is_constant()) {  // fold, with the semantics evaluate() uses
+    SymExpr folded = a;
+    folded.terms.push_back({"x", 1});
+    folded.ops["x"] = std::make_shared<const SymOp>(SymOp{kind, a, b});
+    return SymExpr(folded.evaluate({}) - a.constant);
+  }
+  if (kind == SymOpKind::mul && a.is_constant()) return b * a.constant;
+  if (kind == SymOpKind::mul && b.is_constant()) return a * b.constant;
+  static const char* names[] = {"/", "//", "%", "*", "min", "max"};
+  const char* n = names[static_cast<int>(kind)];
+  const std::string name = kind == SymOpKind::min || kind == SymOpKind::max
+                               ? fmt::format("{}({}, {})", n, a.to_string(), b.to_string())
+                               : fmt::format("({} {} {})", a.to_string(), n, b.to_string());
+  SymExpr s = SymExpr::symbol(name);
+  s.ops[name] = std::make_shared<const SymOp>(SymOp{kind, a, b});
+  return s;
 }
 
 std::string to_string(const Domain& d) {

@@ -456,10 +456,11 @@ TEST_F(ExprTypes, ConcatWhereBranchesMustAgree) {
   EXPECT_ERROR(DTypeError, concat_where(K == 0, make_tuple({a, b}), a), "do not match", "same structure");
 }
 
-TEST_F(ExprTypes, ConcatWhereBoundMustBeAffineInt) {
-  EXPECT_ERROR(ProgramError, concat_where(K < 1.5, a, b), "bound", "affine", "int scalar");
+TEST_F(ExprTypes, ConcatWhereBoundMustBeAnIntExpression) {
+  EXPECT_ERROR(ProgramError, concat_where(K < 1.5, a, b), "bound", "integer expression", "int scalar");
   EXPECT_ERROR(ProgramError, concat_where(K < s64, a, b), "bound", "$s64");
-  EXPECT_ERROR(ProgramError, concat_where(K < n * n, a, b), "bound");
+  EXPECT_ERROR(ProgramError, concat_where(K < n * index(K), a, b), "bound", "index(K)");
+  EXPECT_EQ(concat_where(K < n * n, a, b).node()->bound.to_string(), "(n * n)");
   Connectivity e2v = make_connectivity("E2V", Edge, Vertex, 2);
   EXPECT_ERROR(DimensionError, concat_where(e2v.local == 0, a, b), "local");
 }

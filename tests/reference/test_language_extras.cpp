@@ -182,5 +182,47 @@ TEST(TupleParameters, MistakesAreNamed) {
   EXPECT_TRUE(matches(fo, [&](const Index& x) { return static_cast<double>(w.at<float>({x[0], x[1]})) + v(u, x); }));
 }
 
+// --- domain bounds that are not affine ------------------------------------------------------------------------
+
+TEST(NonAffineBounds, HalfTheGridAndOtherIntegerSteps) {
+  ProgramBuilder pb("half");
+  Expr a = pb.field("a", {I, K}, DType::float64), o = pb.field("o", {I, K}, DType::float64);
+  Expr o2 = pb.field("o2", {I, K}, DType::float64);
+  Expr n = pb.scalar("n", DType::int32), m = pb.scalar("m", DType::int64);
+  // I in [n / 2, n * m / 3): non-affine in n and m; K up to minimum(m, 4) and from m % 2.
+  pb.call("lower", a * 2, {o}, {{I, n / 2, n * astype(m, DType::int32) / 3}, {K, astype(m % 2, DType::int32), minimum(astype(m, DType::int32), 4)}});
+  // concat_where with a non-affine bound: the upper half of the grid from another value.
+  pb.call("halves", concat_where(I >= floor_divide(n + 1, 2), a, -a), {o2}, {{I, 0, n}, {K, 0, NK}});
+  const ir::Program prog = pb.build();
+  for (const auto& [nv, mv] : {std::pair{6, std::int64_t{3}}, std::pair{5, std::int64_t{2}}}) {
+    Field fa = ik(DType::float64, 14), fo = ik(), fo2 = ik();
+    run_program(prog, Arguments().field("a", fa).field("o", fo).field("o2", fo2).scalar("n", nv).scalar("m", mv));
+    const int ilo = nv / 2, ihi = static_cast<int>(nv * mv / 3), klo = static_cast<int>(mv % 2),
+              khi = static_cast<int>(std::min<std::int64_t>(mv, 4));
+    EXPECT_TRUE(matches(fo, [&](const Index& x) { return v(fa, x) * 2; },
+                        [&](const Index& x) { return x[0] >= ilo && x[0] < ihi && x[1] >= klo && x[1] < khi; }))
+        << "n=" << nv << " m=" << mv;
+    const int half = (nv + 1) / 2;
+    EXPECT_TRUE(matches(fo2, [&](const Index& x) { return x[0] >= half ? v(fa, x) : -v(fa, x); },
+                        [&](const Index& x) { return x[0] < nv; }))
+        << "n=" << nv;
+  }
+}
+
+TEST(NonAffineBounds, PrintedAndCheckedAtBuildTime) {
+  ProgramBuilder pb("bounds");
+  Expr a = pb.field("a", {I}, DType::float64), o = pb.field("o", {I}, DType::float64);
+  Expr n = pb.scalar("n", DType::int32), x = pb.scalar("x", DType::float64);
+  pb.call("c", a, {o}, {{I, n / 2 - 1, 3 * (n % 4) + n * n}});
+  const ir::Program prog = pb.build();
+  EXPECT_EQ(ir::to_string(prog.stmts[0].domain), "{I: [(n / 2) - 1, 3*(n % 4) + (n * n))}");
+  EXPECT_EQ(prog.stmts[0].domain[0].hi.evaluate({{"n", 7}}), 3 * 3 + 49);
+  EXPECT_EQ(prog.stmts[0].domain[0].lo.evaluate({{"n", -7}}), -3 - 1);  // / truncates toward zero
+  EXPECT_ERROR(ProgramError, pb.call("c2", a, {o}, {{I, 0, astype(x, DType::int32) / 2}}), "domain of I",
+               "integer expression of int scalar parameters", "astype");
+  EXPECT_ERROR(ProgramError, pb.call("c3", a, {o}, {{I, 0, n / 2 + index(I)}}), "domain of I", "index");
+  EXPECT_ERROR(DTypeError, pb.call("c4", a, {o}, {{I, 0, n / 2.0}}), "literal 2", "int32");
+}
+
 }  // namespace
 }  // namespace fieldflow
