@@ -32,7 +32,7 @@ typedef struct ff_scalar {
 
 enum ff_error {
   ff_ok = 0,
-  ff_error_dynamic_offset = 1,   /* a dynamic vertical offset left the field's extent */
+  ff_error_dynamic_offset = 1,   /* a dynamic offset (vertical or horizontal) left the field's extent */
   ff_error_missing_neighbor = 2, /* a fixed-index neighbour shift hit a skip value (-1) */
 };
 

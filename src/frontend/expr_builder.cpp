@@ -262,9 +262,11 @@ Expr Expr::operator()(const DynamicOffset& o) const {
   const std::string what = fmt::format("shift by {} + <field>", o.dim.name);
   require_field(*this, what);
   require_field(o.offset, what);
-  if (o.dim.kind != DimKind::vertical)
-    throw DimensionError(fmt::format("{}: dynamic offsets are supported along vertical dimensions, given {} ({})",
-                                     what, o.dim.name, to_string(o.dim.kind)));
+  // Horizontal and vertical dims alike (a gather along I, or K); a local dimension is indexed by
+  // its connectivity's table instead.
+  if (o.dim.kind == DimKind::local)
+    throw DimensionError(fmt::format("{}: dynamic offsets are supported along horizontal and vertical dimensions, "
+                                     "given the local dimension {}", what, o.dim.name));
   if (!type().has(o.dim))
     throw DimensionError(fmt::format("{}: the operand has dims [{}], which do not include {}", what,
                                      dims_str(type().dims), o.dim.name));

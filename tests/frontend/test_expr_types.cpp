@@ -323,12 +323,17 @@ TEST_F(ExprTypes, ShiftAlongALocalDimensionIsADimensionError) {
   EXPECT_ERROR(DimensionError, w(e2v.local + 1), "local dimension E2VDim");
 }
 
-TEST_F(ExprTypes, DynamicShiftNeedsAVerticalDimAndAnIntOffset) {
+TEST_F(ExprTypes, DynamicShiftNeedsANonLocalDimAndAnIntOffset) {
   Expr off = pb.field("off", {I, J, K}, DType::int32);
   EXPECT_EQ(a(K + off).type(), a.type());
   EXPECT_EQ(a(K + off).node()->kind, ExprKind::dynamic_shift);
   EXPECT_EQ(col(K + off).type(), T(DType::float64, {I, J, K}));  // the offset's dims join in
-  EXPECT_ERROR(DimensionError, a(I + off), "dynamic offsets", "vertical", "I");
+  EXPECT_EQ(a(I + off).type(), a.type());                         // horizontal too
+  EXPECT_EQ(a(I + off).node()->dim, I);
+  Connectivity e2v = make_connectivity("E2V", Edge, Vertex, 2);
+  ProgramBuilder p("local_dynamic");
+  Expr w = p.field("w", {Edge, e2v.local}, DType::float64), woff = p.field("woff", {Edge}, DType::int32);
+  EXPECT_ERROR(DimensionError, w(e2v.local + woff), "dynamic offsets", "horizontal and vertical", "local", "E2VDim");
   EXPECT_ERROR(DTypeError, a(K + b), "int32 or int64 offset", "float64");
   EXPECT_ERROR(DimensionError, ij(K + off), "do not include K");
 }

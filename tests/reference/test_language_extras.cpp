@@ -224,5 +224,38 @@ TEST(NonAffineBounds, PrintedAndCheckedAtBuildTime) {
   EXPECT_ERROR(DTypeError, pb.call("c4", a, {o}, {{I, 0, n / 2.0}}), "literal 2", "int32");
 }
 
+// --- dynamic offsets along horizontal dimensions ------------------------------------------------------------
+
+TEST(DynamicHorizontalOffsets, GatherAlongIFromAnIntField) {
+  ProgramBuilder pb("gather_i");
+  Expr a = pb.field("a", {I, K}, DType::float64), off = pb.field("off", {I, K}, DType::int32);
+  Expr col = pb.field("col", {I}, DType::float32);
+  Expr o = pb.field("o", {I, K}, DType::float64), o2 = pb.field("o2", {I, K}, DType::float32);
+  pb.call("gather", a(I + off) - a, {o}, full());
+  pb.call("gather_col", col(I + off), {o2}, full());  // the offset's dims join the result
+  Field fa = ik(DType::float64, 15), foff = ik(DType::int32), fo = ik(), fo2 = ik(DType::float32);
+  Field fc({I}, DType::float32, {NX});
+  fill_pattern(fc, 16);
+  for (int i = 0; i < NX; ++i)
+    for (int k = 0; k < NK; ++k) foff.at<std::int32_t>({i, k}) = (NX - 1 - i) - i * k % (i + 1);  // stays in [0, NX)
+  run_program(pb.build(), Arguments().field("a", fa).field("off", foff).field("col", fc).field("o", fo).field("o2", fo2));
+  auto target = [&](const Index& x) { return x[0] + foff.at<std::int32_t>({x[0], x[1]}); };
+  EXPECT_TRUE(matches(fo, [&](const Index& x) { return v(fa, {target(x), x[1]}) - v(fa, x); }));
+  EXPECT_TRUE(matches(fo2, [&](const Index& x) { return static_cast<double>(fc.at<float>({target(x)})); }, {}, 0));
+}
+
+TEST(DynamicHorizontalOffsets, ReadingOutsideTheFieldIsADomainErrorAndWritesNothing) {
+  ProgramBuilder pb("gather_out");
+  Expr a = pb.field("a", {I, K}, DType::float64), off = pb.field("off", {I, K}, DType::int64);
+  Expr o = pb.field("o", {I, K}, DType::float64);
+  pb.call("gather", a(I + off), {o}, full());
+  Field fa = ik(DType::float64, 17), foff = ik(DType::int64), fo = ik();
+  foff.fill(0);
+  foff.at<std::int64_t>({NX - 1, 2}) = 1;  // reads I = NX
+  EXPECT_ERROR(DomainError, run_program(pb.build(), Arguments().field("a", fa).field("off", foff).field("o", fo)),
+               "program 'gather_out'", "field 'a'", "I=6", "[0, 6)");
+  EXPECT_TRUE(matches(fo, [](const Index&) { return 0.0; }, [](const Index&) { return false; }));
+}
+
 }  // namespace
 }  // namespace fieldflow
