@@ -101,6 +101,10 @@ Expr fmod(const Expr& a, const Expr& b);
 Expr power(const Expr& a, const Expr& b);
 
 Expr where(const Expr& cond, const Expr& a, const Expr& b);
+// if/else on a runtime bool scalar (a scalar parameter or an expression of them, no dims):
+// if_(flag, a, b) is a where whose condition is one value per call. Both branches are computed,
+// so both must be readable; a and b may be tuples. A field condition is a DimensionError (use where).
+Expr if_(const Expr& flag, const Expr& then_value, const Expr& else_value);
 Expr broadcast(const Expr& x, std::vector<Dimension> dims);
 Expr astype(const Expr& x, DType dtype);
 Expr index(const Dimension& d);  // the current index along d (int32)

@@ -462,6 +462,16 @@ Expr where(const Expr& cond, const Expr& a0, const Expr& b0) {
   return Expr(make_node(ExprKind::where, t, {cond.node(), a.node(), b.node()}));
 }
 
+Expr if_(const Expr& flag, const Expr& then_value, const Expr& else_value) {
+  require_field(flag, "if_");
+  if (flag.type().dtype != DType::boolean)
+    throw DTypeError(fmt::format("if_: expected a bool condition, given {}", to_string(flag.type().dtype)));
+  if (!flag.type().dims.empty())
+    throw DimensionError(fmt::format("if_: expected a scalar condition (no dims), given a field over [{}]; a "
+                                     "pointwise choice is where(cond, a, b)", dims_str(flag.type().dims)));
+  return where(flag, then_value, else_value);
+}
+
 Expr broadcast(const Expr& x, std::vector<Dimension> dims) {
   require_field(x, "broadcast");
   dims = ir::canonical_dims(std::move(dims));

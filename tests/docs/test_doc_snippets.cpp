@@ -35,6 +35,10 @@ fieldflow::ir::Program slot_program();
 fieldflow::ir::Program band_program();
 std::string static_limiter(fieldflow::Field& f, fieldflow::Field& out);
 void reference_pressure(fieldflow::Field& p_ref, int nk);
+void bounded_means(fieldflow::Field& u, fieldflow::Field& v, fieldflow::Field& mean, fieldflow::Field& lo,
+                   fieldflow::Field& hi, fieldflow::Field& rounded_lo, fieldflow::Field& rounded_hi, int n);
+void mirror_upper_half(fieldflow::Field& f, fieldflow::Field& out, int n);
+double advect_at(fieldflow::Field& q, double c, bool upwind, int order, int i);
 void ring(int n, fieldflow::Field& left, fieldflow::Field& lap, fieldflow::Field& pow2, fieldflow::Field& flips,
           fieldflow::Field& x, fieldflow::Field& cube_root, fieldflow::Field& factorial);
 
@@ -431,6 +435,51 @@ TEST(DocSnippets, CarryScan) {
     EXPECT_EQ(p.at<double>({i, nk}), -1.0);
   }
   EXPECT_NEAR(p.at<double>({0, 0}), 1000.0, 1e-9);
+}
+
+TEST(DocSnippets, Tuples) {
+  const int n = 9;
+  Field u({I}, DType::float64, {n}), v({I}, DType::float64, {n}), mean({I}, DType::float64, {n}),
+      lo({I}, DType::float64, {n}), hi({I}, DType::float64, {n}), rlo({I}, DType::int32, {n}),
+      rhi({I}, DType::int32, {n});
+  std::vector<double> d(n);
+  for (int i = 0; i < n; ++i) {
+    u.at<double>({i}) = 3.0 * std::sin(1.7 * i);
+    v.at<double>({i}) = 0.5 * i;
+    d[i] = u.at<double>({i}) - v.at<double>({i});
+  }
+  mean.fill(99);
+  bounded_means(u, v, mean, lo, hi, rlo, rhi, n);
+  for (int i = 0; i < n - 1; ++i) {
+    const double l = i == 0 ? d[0] : std::min(d[i - 1], d[i + 1]), h = i == 0 ? d[0] : std::max(d[i - 1], d[i + 1]);
+    EXPECT_EQ(mean.at<double>({i}), i == 0 ? d[0] : 0.5 * (d[i - 1] + d[i + 1])) << i;
+    EXPECT_EQ(lo.at<double>({i}), l) << i;
+    EXPECT_EQ(hi.at<double>({i}), h) << i;
+    EXPECT_EQ(rlo.at<std::int32_t>({i}), static_cast<std::int32_t>(l)) << i;
+    EXPECT_EQ(rhi.at<std::int32_t>({i}), static_cast<std::int32_t>(h)) << i;
+  }
+  EXPECT_EQ(mean.at<double>({n - 1}), 99.0);  // outside the domain
+}
+
+TEST(DocSnippets, BoundsAndGathers) {
+  for (int n : {7, 8}) {
+    Field f({I}, DType::float64, {n}), out({I}, DType::float64, {n});
+    for (int i = 0; i < n; ++i) f.at<double>({i}) = 10.0 * i + 1;
+    out.fill(-1);
+    mirror_upper_half(f, out, n);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(out.at<double>({i}), i >= n / 2 ? 10.0 * (n - 1 - i) + 1 : -1.0) << n << " " << i;
+  }
+}
+
+TEST(DocSnippets, IfElse) {
+  Field q({I}, DType::float64, {8});
+  for (int i = 0; i < 8; ++i) q.at<double>({i}) = i * i;
+  const int i = 4;
+  const double l = q.at<double>({i - 1}), m = q.at<double>({i}), r = q.at<double>({i + 1});
+  EXPECT_EQ(advect_at(q, 0.5, true, 1, i), 0.5 * (m - l));
+  EXPECT_EQ(advect_at(q, -0.5, true, 1, i), -0.5 * (r - m));
+  EXPECT_EQ(advect_at(q, 0.5, false, 2, i), 0.5 * 0.5 * (r - l));
+  EXPECT_EQ(advect_at(q, 0.5, false, 3, i), 0.0);
 }
 
 }  // namespace

@@ -257,5 +257,40 @@ TEST(DynamicHorizontalOffsets, ReadingOutsideTheFieldIsADomainErrorAndWritesNoth
   EXPECT_TRUE(matches(fo, [](const Index&) { return 0.0; }, [](const Index&) { return false; }));
 }
 
+// --- if_ on runtime bool scalars -------------------------------------------------------------------------------
+
+TEST(IfElse, ChoosesABranchPerCallFromABoolScalar) {
+  ProgramBuilder pb("if_else");
+  Expr a = pb.field("a", {I, K}, DType::float64), b = pb.field("b", {I, K}, DType::float64);
+  Expr upwind = pb.scalar("upwind", DType::boolean), limit = pb.scalar("limit", DType::int32);
+  Expr o1 = pb.field("o1", {I, K}, DType::float64), o2 = pb.field("o2", {I, K}, DType::float64);
+  // Nested, on a scalar expression, with tuples and a weak literal branch.
+  const Expr t = if_(upwind, make_tuple({a - a(I - 1), b}), make_tuple({a(I + 1) - a, if_(limit > 2, 0.0, b * 2)}));
+  pb.call("c", t, {o1, o2}, {{I, 1, NX - 1}, {K, 0, NK}});
+  const ir::Program prog = pb.build();
+  for (bool up : {true, false})
+    for (int lim : {1, 3}) {
+      Field fa = ik(DType::float64, 18), fb = ik(DType::float64, 19), f1 = ik(), f2 = ik();
+      run_program(prog, Arguments().field("a", fa).field("b", fb).scalar("upwind", up).scalar("limit", lim)
+                            .field("o1", f1).field("o2", f2));
+      auto inside = [](const Index& x) { return x[0] >= 1 && x[0] < NX - 1; };
+      EXPECT_TRUE(matches(f1, [&](const Index& x) {
+        return up ? v(fa, x) - v(fa, {x[0] - 1, x[1]}) : v(fa, {x[0] + 1, x[1]}) - v(fa, x);
+      }, inside)) << up << lim;
+      EXPECT_TRUE(matches(f2, [&](const Index& x) { return up ? v(fb, x) : lim > 2 ? 0.0 : 2 * v(fb, x); }, inside))
+          << up << lim;
+    }
+}
+
+TEST(IfElse, NeedsABoolScalarCondition) {
+  ProgramBuilder pb("if_bad");
+  Expr a = pb.field("a", {I, K}, DType::float64), flag = pb.scalar("flag", DType::boolean);
+  Expr n = pb.scalar("n", DType::int32);
+  EXPECT_ERROR(DimensionError, if_(a > 0, a, -a), "if_", "scalar condition", "[I, K]", "where(cond, a, b)");
+  EXPECT_ERROR(DTypeError, if_(n, a, -a), "if_", "bool condition", "int32");
+  EXPECT_ERROR(DTypeError, if_(flag, a, make_tuple({a, a})), "where", "do not match");
+  EXPECT_ERROR(DTypeError, if_(flag, a, n), "float64", "int32");
+}
+
 }  // namespace
 }  // namespace fieldflow
