@@ -58,21 +58,26 @@ SymExpr SymExpr::symbol(const std::string& name) {
   return s;
 }
 
+namespace {
+// One non-affine step on int64 values, with the helpers generated code uses (generate_cpu's sym_op).
+std::int64_t apply(SymOpKind kind, std::int64_t a, std::int64_t b) {
+  switch (kind) {
+    case SymOpKind::div: return abi::ff_div(a, b);
+    case SymOpKind::floor_divide: return abi::ff_floordiv(a, b);
+    case SymOpKind::mod: return abi::ff_mod(a, b);
+    case SymOpKind::mul: return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+    case SymOpKind::min: return abi::ff_min(a, b);
+    case SymOpKind::max: return abi::ff_max(a, b);
+  }
+  return 0;
+}
+}  // namespace
+
 std::int64_t SymExpr::evaluate(const std::map<std::string, std::int64_t>& values) const {
   std::int64_t v = constant;
   for (const auto& [name, k] : terms) {
     if (auto op = ops.find(name); op != ops.end()) {
-      const std::int64_t a = op->second->a.evaluate(values), b = op->second->b.evaluate(values);
-      std::int64_t r = 0;
-      switch (op->second->kind) {
-        case SymOpKind::div: r = abi::ff_div(a, b); break;
-        case SymOpKind::floor_divide: r = abi::ff_floordiv(a, b); break;
-        case SymOpKind::mod: r = abi::ff_mod(a, b); break;
-        case SymOpKind::mul: r = static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b)); break;
-        case SymOpKind::min: r = abi::ff_min(a, b); break;
-        case SymOpKind::max: r = abi::ff_max(a, b); break;
-      }
-      v += k * r;
+      v += k * apply(op->second->kind, op->second->a.evaluate(values), op->second->b.evaluate(values));
       continue;
     }
     auto it = values.find(name);
@@ -137,12 +142,7 @@ SymExpr operator*(SymExpr a, std::int64_t k) {
 }
 
 SymExpr sym_operation(SymOpKind kind, const SymExpr& a, const SymExpr& b) {
-  if (a.is_constant() && b.is_constant()) {  // fold, with the semantics evaluate() uses
-    SymExpr folded = a;
-    folded.terms.push_back({"x", 1});
-    folded.ops["x"] = std::make_shared<const SymOp>(SymOp{kind, a, b});
-    return SymExpr(folded.evaluate({}) - a.constant);
-  }
+  if (a.is_constant() && b.is_constant()) return SymExpr(apply(kind, a.constant, b.constant));
   if (kind == SymOpKind::mul && a.is_constant()) return b * a.constant;
   if (kind == SymOpKind::mul && b.is_constant()) return a * b.constant;
   static const char* names[] = {"/", "//", "%", "*", "min", "max"};

@@ -218,6 +218,13 @@ TEST(NonAffineBounds, PrintedAndCheckedAtBuildTime) {
   EXPECT_EQ(ir::to_string(prog.stmts[0].domain), "{I: [(n / 2) - 1, 3*(n % 4) + (n * n))}");
   EXPECT_EQ(prog.stmts[0].domain[0].hi.evaluate({{"n", 7}}), 3 * 3 + 49);
   EXPECT_EQ(prog.stmts[0].domain[0].lo.evaluate({{"n", -7}}), -3 - 1);  // / truncates toward zero
+  // Constant operands fold with the same semantics; a constant factor keeps a bound affine.
+  using ir::SymOpKind;
+  EXPECT_EQ(ir::sym_operation(SymOpKind::floor_divide, -7, 2), ir::SymExpr(-4));
+  EXPECT_EQ(ir::sym_operation(SymOpKind::mod, -7, 2), ir::SymExpr(1));
+  EXPECT_EQ(ir::sym_operation(SymOpKind::div, 5, 0), ir::SymExpr(0));
+  EXPECT_EQ(ir::sym_operation(SymOpKind::mul, 3, ir::SymExpr::symbol("n")).to_string(), "3*n");
+  EXPECT_EQ(ir::sym_operation(SymOpKind::max, ir::SymExpr::symbol("n"), 4).to_string(), "max(n, 4)");
   EXPECT_ERROR(ProgramError, pb.call("c2", a, {o}, {{I, 0, astype(x, DType::int32) / 2}}), "domain of I",
                "integer expression of int scalar parameters", "astype");
   EXPECT_ERROR(ProgramError, pb.call("c3", a, {o}, {{I, 0, n / 2 + index(I)}}), "domain of I", "index");
