@@ -32,7 +32,7 @@ typedef struct ff_scalar {
 
 enum ff_error {
   ff_ok = 0,
-  ff_error_dynamic_offset = 1,   /* a dynamic vertical offset left the field's extent */
+  ff_error_dynamic_offset = 1,   /* a dynamic offset (vertical or horizontal) left the field's extent */
   ff_error_missing_neighbor = 2, /* a fixed-index neighbour shift hit a skip value (-1) */
 };
 
@@ -97,6 +97,33 @@ template <class T> inline T ff_pow(T a, T b) {
   __asm__("" : "+m"(b));
 #endif
   return static_cast<T>(std::pow(a, b));
+}
+/* Integer floor division and modulo with Python's (GT4Py's) semantics: the quotient rounds toward
+ * minus infinity and the remainder has the sign of the divisor, so a == b * (a // b) + a % b. By
+ * zero both give 0, like ff_div; INT_MIN // -1 wraps to INT_MIN and INT_MIN % -1 is 0 (C++'s own
+ * INT_MIN % -1 is undefined, hence the early return). */
+template <class T> inline T ff_floordiv(T a, T b) {
+  if (b == 0) return 0;
+  if (b == -1) return ff_neg(a);
+  const T q = static_cast<T>(a / b), r = static_cast<T>(a % b);
+  return (r != 0 && (r < 0) != (b < 0)) ? static_cast<T>(q - 1) : q;
+}
+template <class T> inline T ff_mod(T a, T b) {
+  if (b == 0 || b == -1) return 0;
+  const T r = static_cast<T>(a % b);
+  return (r != 0 && (r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;
+}
+/* Integer power by squaring; overflow wraps (computed in 64-bit unsigned, whose low bits are the
+ * wrapped result for int32 too). A negative exponent gives the integer part of 1 / a^-b, as ff_div
+ * would: 1 for a == 1, +-1 for a == -1, 0 otherwise (also for a == 0, "division by zero"). */
+template <class T> inline T ff_ipow(T a, T b) {
+  if (b < 0) return a == 1 ? T(1) : a == -1 ? static_cast<T>((b & 1) ? -1 : 1) : T(0);
+  unsigned long long result = 1, base = static_cast<unsigned long long>(a);
+  for (unsigned long long e = static_cast<unsigned long long>(b); e != 0; e >>= 1) {
+    if (e & 1) result *= base;
+    base *= base;
+  }
+  return static_cast<T>(result);
 }
 }  // namespace fieldflow::abi
 #endif

@@ -66,6 +66,12 @@ Expr operator==(const Expr& a, const Expr& b);
 Expr operator!=(const Expr& a, const Expr& b);
 Expr operator&(const Expr& a, const Expr& b);
 Expr operator|(const Expr& a, const Expr& b);
+Expr operator^(const Expr& a, const Expr& b);  // bool xor
+Expr operator+(const Expr& a);                 // unary plus: the operand itself (numeric)
+// Integer floor division (Python's //) and modulo (Python's %, the sign of the divisor); by zero
+// both give 0. `/` on integers truncates toward zero like C++.
+Expr floor_divide(const Expr& a, const Expr& b);
+Expr operator%(const Expr& a, const Expr& b);
 
 // Math builtins.
 Expr abs(const Expr& x);
@@ -87,12 +93,18 @@ Expr trunc(const Expr& x);
 Expr isnan(const Expr& x);
 Expr isinf(const Expr& x);
 Expr isfinite(const Expr& x);
+Expr cbrt(const Expr& x);   // cube root, also of negative numbers
+Expr gamma(const Expr& x);  // the gamma function (std::tgamma): gamma(n + 1) == n!
 Expr minimum(const Expr& a, const Expr& b);
 Expr maximum(const Expr& a, const Expr& b);
 Expr fmod(const Expr& a, const Expr& b);
 Expr power(const Expr& a, const Expr& b);
 
 Expr where(const Expr& cond, const Expr& a, const Expr& b);
+// if/else on a runtime bool scalar (a scalar parameter or an expression of them, no dims):
+// if_(flag, a, b) is a where whose condition is one value per call. Both branches are computed,
+// so both must be readable; a and b may be tuples. A field condition is a DimensionError (use where).
+Expr if_(const Expr& flag, const Expr& then_value, const Expr& else_value);
 Expr broadcast(const Expr& x, std::vector<Dimension> dims);
 Expr astype(const Expr& x, DType dtype);
 Expr index(const Dimension& d);  // the current index along d (int32)
@@ -142,6 +154,10 @@ enum class ScanDirection { forward, backward };
 using ScanBody = std::function<Expr(const Expr& carry, const std::vector<Expr>& inputs)>;
 Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init,
           const ScanBody& body, std::vector<Expr> inputs);
+// A scan without inputs, whose only state is the carry (body(carry, {})): it sweeps the vertical
+// dimension `axis` and its value is over [axis]; a call writes it to every column of its output.
+Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init,
+          const ScanBody& body, const Dimension& axis);
 
 // Labels a value (transients are named after labels); materialize() also asks the compiler
 // to store it as a transient instead of recomputing it where it is read.
@@ -153,6 +169,11 @@ class ProgramBuilder {
   explicit ProgramBuilder(std::string name);
   Expr field(const std::string& name, std::vector<Dimension> dims, DType dtype);
   Expr scalar(const std::string& name, DType dtype);
+  // A tuple of fields as one parameter: its elements are the field parameters "name.0",
+  // "name.1", ... (pass them with Arguments::tuple), and the returned Expr is their tuple; it may
+  // be read like any tuple and given as an output (filling one field per element).
+  struct FieldSpec { std::vector<Dimension> dims; DType dtype; };
+  Expr tuple_field(const std::string& name, std::vector<FieldSpec> elements);
   // Connectivities used by expressions become parameters automatically (named like the
   // connectivity); declaring one explicitly is only needed for a program that reads none.
   void connectivity(const Connectivity& c);

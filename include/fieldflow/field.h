@@ -150,6 +150,9 @@ class Arguments {
   Arguments& field(const std::string& name, Field& f);
   Arguments& scalar(const std::string& name, Scalar v);
   Arguments& connectivity(const std::string& name, const NeighborTable& t);
+  // A tuple parameter (ProgramBuilder::tuple_field): one field per element, in order; the
+  // elements are the parameters "name.0", "name.1", ...
+  Arguments& tuple(const std::string& name, const std::vector<Field*>& elements);
   const std::vector<Entry>& entries() const { return entries_; }
   const Entry* find(const std::string& name) const;
 

@@ -12,12 +12,16 @@
 
 namespace fieldflow::ir {
 
-// The type of an expression: a field (dims + dtype; no dims = a scalar value) or a flat tuple.
+// The type of an expression: a field (dims + dtype; no dims = a scalar value) or a tuple, whose
+// elements may be tuples again. A call writes a nested tuple as its leaves (fields) in
+// depth-first order, and the frontend hands passes and backends flat tuples only.
 struct Type {
   DType dtype = DType::float64;
   std::vector<Dimension> dims;  // canonical order: horizontal, local, vertical (then by name)
-  std::vector<Type> elements;   // non-empty: a tuple of fields
+  std::vector<Type> elements;   // non-empty: a tuple
   bool is_tuple() const { return !elements.empty(); }
+  int leaf_count() const;                 // 1 for a field
+  const Type& leaf(int i) const;          // the i-th field, depth first; the type itself for a field
   bool has(const Dimension& d) const;
   std::string to_string() const;
   friend bool operator==(const Type& a, const Type& b) {
@@ -26,17 +30,24 @@ struct Type {
 };
 std::vector<Dimension> canonical_dims(std::vector<Dimension> dims);
 
-// An affine integer expression over int scalar parameters: the language of domain bounds, so
-// one compiled program serves every size.
+struct SymOp;
+
+// An integer expression over int scalar parameters: the language of domain bounds, so one
+// compiled program serves every size. It is affine in its terms; a term is an int scalar
+// parameter or, for bounds like `n / 2`, a non-affine operation on two SymExprs whose name (its
+// printed form, e.g. "(n / 2)") is a key of `ops`. Passes add and subtract bounds affinely and
+// never look inside an operation; evaluation does.
 struct SymExpr {
   std::int64_t constant = 0;
-  std::vector<std::pair<std::string, std::int64_t>> terms;  // (scalar parameter, coefficient), sorted
+  std::vector<std::pair<std::string, std::int64_t>> terms;  // (scalar parameter or operation, coefficient), sorted
+  std::map<std::string, std::shared_ptr<const SymOp>> ops;   // the operations among the terms' names
   SymExpr() = default;
   SymExpr(std::int64_t c) : constant(c) {}
   static SymExpr symbol(const std::string& name);
   bool is_constant() const { return terms.empty(); }
   std::int64_t evaluate(const std::map<std::string, std::int64_t>& values) const;  // ArgumentError if missing
   std::string to_string() const;
+  std::vector<std::string> parameters() const;  // every scalar parameter it reads, also inside operations
   friend SymExpr operator+(SymExpr a, const SymExpr& b);
   friend SymExpr operator-(SymExpr a, const SymExpr& b);
   friend SymExpr operator*(SymExpr a, std::int64_t k);
@@ -44,6 +55,16 @@ struct SymExpr {
     return a.constant == b.constant && a.terms == b.terms;
   }
 };
+
+// A non-affine step of a bound, with the integer semantics of the language (fieldflow/abi.h):
+// `/` truncates, floor_divide and mod follow Python, division by zero gives 0.
+enum class SymOpKind : std::uint8_t { div, floor_divide, mod, mul, min, max };
+struct SymOp {
+  SymOpKind kind;
+  SymExpr a, b;
+};
+// a op b, folded when both are constants; an affine result stays affine (k * n, n * k).
+SymExpr sym_operation(SymOpKind kind, const SymExpr& a, const SymExpr& b);
 
 struct DomainRange {
   Dimension dim;
@@ -79,11 +100,13 @@ std::string_view to_string(ExprKind k);
 
 enum class UnaryOp : std::uint8_t {
   neg, logical_not, abs, sqrt, exp, log, sin, cos, tan, arcsin, arccos, arctan, sinh, cosh, tanh,
-  floor, ceil, trunc, isnan, isinf, isfinite
+  floor, ceil, trunc, isnan, isinf, isfinite,
+  cbrt, gamma  // gamma is the gamma function (std::tgamma), not its logarithm
 };
 enum class BinaryOp : std::uint8_t {
   add, sub, mul, div, less, less_equal, greater, greater_equal, equal, not_equal,
-  logical_and, logical_or, minimum, maximum, fmod, power
+  logical_and, logical_or, minimum, maximum, fmod, power,
+  floor_divide, mod, logical_xor  // integer // and % (Python semantics, abi.h), bool ^
 };
 enum class ReduceOp : std::uint8_t { sum, max, min };
 enum class CompareOp : std::uint8_t { less, less_equal, greater, greater_equal, equal, not_equal };

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <algorithm>
+#include <functional>
 
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
@@ -102,6 +104,23 @@ void require_same_dtype(const Expr& a, const Expr& b, std::string_view what) {
                                  what, to_string(a.type().dtype), to_string(b.type().dtype)));
 }
 
+// A tuple with a tuple among its elements. Only make_tuple nodes have such types: every other
+// construct applies elementwise to nested tuples (below), so passes and backends see flat tuples.
+bool is_nested(const Type& t) {
+  return std::any_of(t.elements.begin(), t.elements.end(), [](const Type& e) { return e.is_tuple(); });
+}
+
+// f over the matching elements of two tuples of the same structure (f recurses into nested ones).
+Expr elementwise(const Expr& a, const Expr& b, std::string_view what,
+                 const std::function<Expr(const Expr&, const Expr&)>& f) {
+  if (!a.type().is_tuple() || !b.type().is_tuple() || a.type().elements.size() != b.type().elements.size())
+    throw DTypeError(fmt::format("{}: branches of types {} and {} do not match; expected tuples of the same "
+                                 "structure", what, a.type().to_string(), b.type().to_string()));
+  std::vector<Expr> parts;
+  for (int i = 0; i < static_cast<int>(a.type().elements.size()); ++i) parts.push_back(f(a[i], b[i]));
+  return make_tuple(parts);
+}
+
 Expr unary(ir::UnaryOp op, const Expr& x) {
   const std::string what = fmt::format("{}()", to_string(op));
   require_field(x, what);
@@ -144,8 +163,12 @@ Expr binary(ir::BinaryOp op, const Expr& a0, const Expr& b0) {
     result = DType::boolean;
   } else {
     if (t == DType::boolean) throw DTypeError(fmt::format("{}: expected numeric operands, given bool", what));
-    if ((op == ir::BinaryOp::power || op == ir::BinaryOp::fmod) && !is_floating(t))
-      throw DTypeError(fmt::format("{}: expected float operands, given {}; convert with astype", what, to_string(t)));
+    if (op == ir::BinaryOp::fmod && !is_floating(t))
+      throw DTypeError(fmt::format("{}: expected float operands, given {}; convert with astype (or use % on integers)",
+                                   what, to_string(t)));
+    if ((op == ir::BinaryOp::floor_divide || op == ir::BinaryOp::mod) && !is_integral(t))
+      throw DTypeError(fmt::format("{}: expected int32 or int64 operands, given {}; for floats use floor(a / b) or "
+                                   "fmod", what, to_string(t)));
   }
   auto e = make_node(ExprKind::binary, Type{result, unify_dims(a.type().dims, b.type().dims, what), {}},
                 {a.node(), b.node()});
@@ -161,13 +184,22 @@ ir::SymExpr to_sym(const Expr& x, std::string_view what) {
     auto l = to_sym(Expr(n.args[0]), what), r = to_sym(Expr(n.args[1]), what);
     return n.bop == ir::BinaryOp::add ? l + r : l - r;
   }
-  if (n.kind == ExprKind::binary && n.bop == ir::BinaryOp::mul) {
-    auto l = to_sym(Expr(n.args[0]), what), r = to_sym(Expr(n.args[1]), what);
-    if (l.is_constant()) return r * l.constant;
-    if (r.is_constant()) return l * r.constant;
-  }
-  throw ProgramError(fmt::format("{}: expected an integer constant or an affine expression of int scalar "
-                                 "parameters, given {}", what, ir::print(n)));
+  // Non-affine integer steps (n / 2, n * m, n % 4, minimum(n, m), ...) become operations of the
+  // bound, evaluated with the language's integer semantics when the sizes are known.
+  static const std::pair<ir::BinaryOp, ir::SymOpKind> ops[] = {
+      {ir::BinaryOp::mul, ir::SymOpKind::mul},         {ir::BinaryOp::div, ir::SymOpKind::div},
+      {ir::BinaryOp::floor_divide, ir::SymOpKind::floor_divide}, {ir::BinaryOp::mod, ir::SymOpKind::mod},
+      {ir::BinaryOp::minimum, ir::SymOpKind::min},     {ir::BinaryOp::maximum, ir::SymOpKind::max}};
+  if (n.kind == ExprKind::binary && is_integral(n.type.dtype))
+    for (const auto& [bop, kind] : ops)
+      if (n.bop == bop) return ir::sym_operation(kind, to_sym(Expr(n.args[0]), what), to_sym(Expr(n.args[1]), what));
+  // astype between integer dtypes (an int64 size next to int32 ones): bounds are computed in int64.
+  if (n.kind == ExprKind::cast && is_integral(n.type.dtype) && is_integral(n.args[0]->type.dtype))
+    return to_sym(Expr(n.args[0]), what);
+  if (n.kind == ExprKind::unary && n.uop == ir::UnaryOp::neg && is_integral(n.type.dtype))
+    return to_sym(Expr(n.args[0]), what) * -1;
+  throw ProgramError(fmt::format("{}: expected an integer expression of int scalar parameters and constants "
+                                 "(+ - * / // % minimum maximum), given {}", what, ir::print(n)));
 }
 
 }  // namespace
@@ -230,9 +262,11 @@ Expr Expr::operator()(const DynamicOffset& o) const {
   const std::string what = fmt::format("shift by {} + <field>", o.dim.name);
   require_field(*this, what);
   require_field(o.offset, what);
-  if (o.dim.kind != DimKind::vertical)
-    throw DimensionError(fmt::format("{}: dynamic offsets are supported along vertical dimensions, given {} ({})",
-                                     what, o.dim.name, to_string(o.dim.kind)));
+  // Horizontal and vertical dims alike (a gather along I, or K); a local dimension is indexed by
+  // its connectivity's table instead.
+  if (o.dim.kind == DimKind::local)
+    throw DimensionError(fmt::format("{}: dynamic offsets are supported along horizontal and vertical dimensions, "
+                                     "given the local dimension {}", what, o.dim.name));
   if (!type().has(o.dim))
     throw DimensionError(fmt::format("{}: the operand has dims [{}], which do not include {}", what,
                                      dims_str(type().dims), o.dim.name));
@@ -359,6 +393,16 @@ Expr operator==(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::equa
 Expr operator!=(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::not_equal, a, b); }
 Expr operator&(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::logical_and, a, b); }
 Expr operator|(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::logical_or, a, b); }
+Expr operator^(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::logical_xor, a, b); }
+Expr operator%(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::mod, a, b); }
+Expr floor_divide(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::floor_divide, a, b); }
+
+// Unary plus changes nothing, but is checked like minus so `+flag` on a bool is still a mistake.
+Expr operator+(const Expr& a) {
+  require_field(a, "operator + (unary)");
+  if (a.type().dtype == DType::boolean) throw DTypeError("operator + (unary): expected a numeric operand, given bool");
+  return a;
+}
 
 #define FIELDFLOW_UNARY_BUILTIN(name, op) \
   Expr name(const Expr& x) { return unary(ir::UnaryOp::op, x); }
@@ -381,6 +425,8 @@ FIELDFLOW_UNARY_BUILTIN(trunc, trunc)
 FIELDFLOW_UNARY_BUILTIN(isnan, isnan)
 FIELDFLOW_UNARY_BUILTIN(isinf, isinf)
 FIELDFLOW_UNARY_BUILTIN(isfinite, isfinite)
+FIELDFLOW_UNARY_BUILTIN(cbrt, cbrt)
+FIELDFLOW_UNARY_BUILTIN(gamma, gamma)
 #undef FIELDFLOW_UNARY_BUILTIN
 
 Expr minimum(const Expr& a, const Expr& b) { return binary(ir::BinaryOp::minimum, a, b); }
@@ -392,6 +438,8 @@ Expr where(const Expr& cond, const Expr& a0, const Expr& b0) {
   require_field(cond, "where");
   if (cond.type().dtype != DType::boolean)
     throw DTypeError(fmt::format("where: expected a bool condition, given {}", to_string(cond.type().dtype)));
+  if (is_nested(a0.type()) || is_nested(b0.type()))
+    return elementwise(a0, b0, "where", [&](const Expr& x, const Expr& y) { return where(cond, x, y); });
   auto [a, b] = adapt(a0, b0, "where");
   if (a.type().is_tuple() != b.type().is_tuple() ||
       (a.type().is_tuple() && a.type().elements.size() != b.type().elements.size()))
@@ -414,6 +462,16 @@ Expr where(const Expr& cond, const Expr& a0, const Expr& b0) {
   return Expr(make_node(ExprKind::where, t, {cond.node(), a.node(), b.node()}));
 }
 
+Expr if_(const Expr& flag, const Expr& then_value, const Expr& else_value) {
+  require_field(flag, "if_");
+  if (flag.type().dtype != DType::boolean)
+    throw DTypeError(fmt::format("if_: expected a bool condition, given {}", to_string(flag.type().dtype)));
+  if (!flag.type().dims.empty())
+    throw DimensionError(fmt::format("if_: expected a scalar condition (no dims), given a field over [{}]; a "
+                                     "pointwise choice is where(cond, a, b)", dims_str(flag.type().dims)));
+  return where(flag, then_value, else_value);
+}
+
 Expr broadcast(const Expr& x, std::vector<Dimension> dims) {
   require_field(x, "broadcast");
   dims = ir::canonical_dims(std::move(dims));
@@ -425,7 +483,11 @@ Expr broadcast(const Expr& x, std::vector<Dimension> dims) {
 }
 
 Expr astype(const Expr& x, DType dtype) {
-  require_field(x, "astype");
+  if (x.type().is_tuple()) {  // every element converted
+    std::vector<Expr> parts;
+    for (int i = 0; i < static_cast<int>(x.type().elements.size()); ++i) parts.push_back(astype(x[i], dtype));
+    return make_tuple(parts);
+  }
   if (x.type().dtype == dtype) return x;
   return Expr(make_node(ExprKind::cast, Type{dtype, x.type().dims, {}}, {x.node()}));
 }
@@ -443,9 +505,16 @@ Expr make_tuple(std::vector<Expr> elements) {
   Type t;
   std::vector<ExprPtr> args;
   for (const auto& x : elements) {
-    require_field(x, "make_tuple (tuples are flat)");
     t.elements.push_back(x.type());
-    args.push_back(x.node());
+    if (x.type().is_tuple() && x.node()->kind != ExprKind::make_tuple) {
+      // A tuple-valued operand (a tuple scan, a where over tuples) nests as the tuple of its
+      // elements, so the nesting is all make_tuple and a call can flatten it to its leaves.
+      std::vector<Expr> parts;
+      for (int i = 0; i < static_cast<int>(x.type().elements.size()); ++i) parts.push_back(x[i]);
+      args.push_back(make_tuple(parts).node());
+    } else {
+      args.push_back(x.node());
+    }
   }
   return Expr(make_node(ExprKind::make_tuple, t, args));
 }
@@ -581,6 +650,8 @@ Expr concat_where(const IndexCondition& cond, const Expr& a, const Expr& b) {
 namespace {
 Expr concat_where_compare(const IndexCondition& cond, const Expr& a0, const Expr& b0) {
   const std::string what = fmt::format("concat_where({} {} ..)", cond.dim.name, to_string(cond.cmp));
+  if (a0.type().is_tuple() || b0.type().is_tuple())  // one region choice per element
+    return elementwise(a0, b0, what, [&](const Expr& x, const Expr& y) { return concat_where(cond, x, y); });
   require_field(a0, what);
   require_field(b0, what);
   if (cond.dim.kind == DimKind::local)
@@ -598,8 +669,10 @@ Expr concat_where_compare(const IndexCondition& cond, const Expr& a0, const Expr
 }
 }  // namespace
 
-Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init, const ScanBody& body,
-          std::vector<Expr> inputs) {
+namespace {
+// `axis` is the swept dimension of a scan without inputs (nullptr: taken from the inputs).
+Expr make_scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init, const ScanBody& body,
+               std::vector<Expr> inputs, const Dimension* axis) {
   const std::string what = fmt::format("scan '{}'", name);
   if (init.empty()) throw DTypeError(fmt::format("{}: expected at least one init value, given none", what));
   // The body sees dimensionless placeholders: it computes one level, so it cannot shift.
@@ -610,7 +683,10 @@ Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> 
     carries.push_back(Expr(c));
   }
   std::vector<Expr> args;
+  // Without inputs, the carry alone is swept along `axis`: the value is a column over [axis], written
+  // to every column of an output that has more dims (its shape comes from the call's domain).
   std::vector<Dimension> dims;
+  if (axis) dims.push_back(*axis);
   std::vector<ExprPtr> arg_nodes;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     require_field(inputs[i], what + " input");
@@ -657,8 +733,31 @@ Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> 
   e->body = final_body.node();
   return Expr(e);
 }
+}  // namespace
+
+Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init, const ScanBody& body,
+          std::vector<Expr> inputs) {
+  if (inputs.empty())
+    throw DimensionError(fmt::format("scan '{}': expected inputs to sweep, given none; a scan whose only state "
+                                     "is its carry names the dimension it sweeps: scan(name, direction, init, "
+                                     "body, K)", name));
+  return make_scan(name, direction, std::move(init), body, std::move(inputs), nullptr);
+}
+
+Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> init, const ScanBody& body,
+          const Dimension& axis) {
+  if (axis.kind != DimKind::vertical)
+    throw DimensionError(fmt::format("scan '{}': expected a vertical dimension to sweep, given {} ({})", name,
+                                     axis.name, to_string(axis.kind)));
+  return make_scan(name, direction, std::move(init), body, {}, &axis);
+}
 
 Expr named(const std::string& label, const Expr& x) {
+  if (is_nested(x.type())) {  // the label goes to every element
+    std::vector<Expr> parts;
+    for (int i = 0; i < static_cast<int>(x.type().elements.size()); ++i) parts.push_back(named(label, x[i]));
+    return make_tuple(parts);
+  }
   auto e = make_node(ExprKind::named, x.type(), {x.node()});
   e->name = label;
   return Expr(e);

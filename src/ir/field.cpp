@@ -207,6 +207,13 @@ Arguments& Arguments::connectivity(const std::string& name, const NeighborTable&
   return *this;
 }
 
+Arguments& Arguments::tuple(const std::string& name, const std::vector<Field*>& elements) {
+  for (std::size_t i = 0; i < elements.size(); ++i)
+    if (!elements[i]) throw ArgumentError(fmt::format("tuple argument '{}': element {} is null", name, i));
+  for (std::size_t i = 0; i < elements.size(); ++i) field(fmt::format("{}.{}", name, i), *elements[i]);
+  return *this;
+}
+
 const Arguments::Entry* Arguments::find(const std::string& name) const {
   for (const auto& e : entries_)
     if (e.name == name) return &e;

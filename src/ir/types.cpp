@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unordered_set>
 
+#include "fieldflow/abi.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/ir.h"
 
@@ -25,6 +26,23 @@ std::string Type::to_string() const {
   return s + "]";
 }
 
+int Type::leaf_count() const {
+  if (!is_tuple()) return 1;
+  int n = 0;
+  for (const auto& e : elements) n += e.leaf_count();
+  return n;
+}
+
+const Type& Type::leaf(int i) const {
+  if (!is_tuple()) return *this;
+  for (const auto& e : elements) {
+    const int n = e.leaf_count();
+    if (i < n) return e.leaf(i);
+    i -= n;
+  }
+  FIELDFLOW_ASSERT(false, fmt::format("leaf {} of {} out of range", i, to_string()));
+}
+
 std::vector<Dimension> canonical_dims(std::vector<Dimension> dims) {
   auto group = [](const Dimension& d) { return d.kind == DimKind::horizontal ? 0 : d.kind == DimKind::local ? 1 : 2; };
   std::sort(dims.begin(), dims.end(), [&](const Dimension& a, const Dimension& b) {
@@ -40,9 +58,28 @@ SymExpr SymExpr::symbol(const std::string& name) {
   return s;
 }
 
+namespace {
+// One non-affine step on int64 values, with the helpers generated code uses (generate_cpu's sym_op).
+std::int64_t apply(SymOpKind kind, std::int64_t a, std::int64_t b) {
+  switch (kind) {
+    case SymOpKind::div: return abi::ff_div(a, b);
+    case SymOpKind::floor_divide: return abi::ff_floordiv(a, b);
+    case SymOpKind::mod: return abi::ff_mod(a, b);
+    case SymOpKind::mul: return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+    case SymOpKind::min: return abi::ff_min(a, b);
+    case SymOpKind::max: return abi::ff_max(a, b);
+  }
+  return 0;
+}
+}  // namespace
+
 std::int64_t SymExpr::evaluate(const std::map<std::string, std::int64_t>& values) const {
   std::int64_t v = constant;
   for (const auto& [name, k] : terms) {
+    if (auto op = ops.find(name); op != ops.end()) {
+      v += k * apply(op->second->kind, op->second->a.evaluate(values), op->second->b.evaluate(values));
+      continue;
+    }
     auto it = values.find(name);
     if (it == values.end())
       throw ArgumentError(fmt::format("domain bound {} needs scalar parameter '{}', which was not given",
@@ -64,8 +101,25 @@ std::string SymExpr::to_string() const {
   return s;
 }
 
+std::vector<std::string> SymExpr::parameters() const {
+  std::vector<std::string> out;
+  for (const auto& [name, k] : terms) {
+    auto op = ops.find(name);
+    if (op == ops.end()) {
+      out.push_back(name);
+      continue;
+    }
+    for (const SymExpr* x : {&op->second->a, &op->second->b})
+      for (auto& p : x->parameters()) out.push_back(std::move(p));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 namespace {
 SymExpr combine(SymExpr a, const SymExpr& b, std::int64_t sign) {
+  a.ops.insert(b.ops.begin(), b.ops.end());
   a.constant += sign * b.constant;
   for (const auto& [name, k] : b.terms) {
     auto it = std::find_if(a.terms.begin(), a.terms.end(), [&](auto& t) { return t.first == name; });
@@ -85,6 +139,20 @@ SymExpr operator*(SymExpr a, std::int64_t k) {
   for (auto& t : a.terms) t.second *= k;
   std::erase_if(a.terms, [](auto& t) { return t.second == 0; });
   return a;
+}
+
+SymExpr sym_operation(SymOpKind kind, const SymExpr& a, const SymExpr& b) {
+  if (a.is_constant() && b.is_constant()) return SymExpr(apply(kind, a.constant, b.constant));
+  if (kind == SymOpKind::mul && a.is_constant()) return b * a.constant;
+  if (kind == SymOpKind::mul && b.is_constant()) return a * b.constant;
+  static const char* names[] = {"/", "//", "%", "*", "min", "max"};
+  const char* n = names[static_cast<int>(kind)];
+  const std::string name = kind == SymOpKind::min || kind == SymOpKind::max
+                               ? fmt::format("{}({}, {})", n, a.to_string(), b.to_string())
+                               : fmt::format("({} {} {})", a.to_string(), n, b.to_string());
+  SymExpr s = SymExpr::symbol(name);
+  s.ops[name] = std::make_shared<const SymOp>(SymOp{kind, a, b});
+  return s;
 }
 
 std::string to_string(const Domain& d) {
@@ -123,13 +191,14 @@ std::string_view to_string(ExprKind k) {
 
 std::string_view to_string(UnaryOp op) {
   static const char* names[] = {"neg", "not", "abs", "sqrt", "exp", "log", "sin", "cos", "tan", "arcsin", "arccos",
-                                "arctan", "sinh", "cosh", "tanh", "floor", "ceil", "trunc", "isnan", "isinf", "isfinite"};
+                                "arctan", "sinh", "cosh", "tanh", "floor", "ceil", "trunc", "isnan", "isinf", "isfinite",
+                                "cbrt", "gamma"};
   return names[static_cast<int>(op)];
 }
 
 std::string_view to_string(BinaryOp op) {
   static const char* names[] = {"+", "-", "*", "/", "<", "<=", ">", ">=", "==", "!=", "&", "|",
-                                "minimum", "maximum", "fmod", "power"};
+                                "minimum", "maximum", "fmod", "power", "//", "%", "^"};
   return names[static_cast<int>(op)];
 }
 
@@ -144,7 +213,9 @@ std::string_view to_string(CompareOp op) {
 }
 
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::less && op <= BinaryOp::not_equal; }
-bool is_logical(BinaryOp op) { return op == BinaryOp::logical_and || op == BinaryOp::logical_or; }
+bool is_logical(BinaryOp op) {
+  return op == BinaryOp::logical_and || op == BinaryOp::logical_or || op == BinaryOp::logical_xor;
+}
 bool is_predicate(UnaryOp op) { return op == UnaryOp::isnan || op == UnaryOp::isinf || op == UnaryOp::isfinite; }
 
 const Param* Program::find(const std::string& n) const {

@@ -46,7 +46,7 @@ void verify_expr(const Program& p, const Stmt& st, const ExprPtr& root) {
         break;
       }
       case ExprKind::concat_where:
-        for (const auto& [sym, k] : e->bound.terms) {
+        for (const auto& sym : e->bound.parameters()) {
           const Param* prm = p.find(sym);
           if (!prm || prm->kind != ParamKind::scalar || !is_integral(prm->type.dtype))
             throw ProgramError(fmt::format("{}: bound uses '{}', which is not an int scalar parameter", where_, sym));
@@ -59,7 +59,7 @@ void verify_expr(const Program& p, const Stmt& st, const ExprPtr& root) {
 }
 
 void verify_bound(const Program& p, const Stmt& st, const SymExpr& b) {
-  for (const auto& [sym, k] : b.terms) {
+  for (const auto& sym : b.parameters()) {
     const Param* prm = p.find(sym);
     if (!prm || prm->kind != ParamKind::scalar || !is_integral(prm->type.dtype))
       throw ProgramError(fmt::format("program '{}', call '{}': domain bound uses '{}', which is not an int scalar "

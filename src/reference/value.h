@@ -45,6 +45,8 @@ template <class T> Scalar apply_unary(ir::UnaryOp op, T x) {
       case UnaryOp::isnan: return Scalar(static_cast<bool>(std::isnan(x)));
       case UnaryOp::isinf: return Scalar(static_cast<bool>(std::isinf(x)));
       case UnaryOp::isfinite: return Scalar(static_cast<bool>(std::isfinite(x)));
+      case UnaryOp::cbrt: return Scalar(std::cbrt(x));
+      case UnaryOp::gamma: return Scalar(std::tgamma(x));
       case UnaryOp::logical_not: break;
     }
     return Scalar(x);
@@ -63,7 +65,7 @@ template <class T> Scalar apply_binary(ir::BinaryOp op, T a, T b) {
     default: break;
   }
   if constexpr (std::is_same_v<T, bool>) {
-    return Scalar(op == BinaryOp::logical_and ? (a && b) : (a || b));
+    return Scalar(op == BinaryOp::logical_and ? (a && b) : op == BinaryOp::logical_or ? (a || b) : (a != b));
   } else {
     switch (op) {
       case BinaryOp::add: return Scalar(static_cast<T>(a + b));
@@ -78,6 +80,12 @@ template <class T> Scalar apply_binary(ir::BinaryOp op, T a, T b) {
         break;
       case BinaryOp::power:
         if constexpr (std::is_floating_point_v<T>) return Scalar(abi::ff_pow(a, b));
+        else return Scalar(abi::ff_ipow(a, b));
+      case BinaryOp::floor_divide:
+        if constexpr (std::is_integral_v<T>) return Scalar(abi::ff_floordiv(a, b));
+        break;
+      case BinaryOp::mod:
+        if constexpr (std::is_integral_v<T>) return Scalar(abi::ff_mod(a, b));
         break;
       default: break;
     }

@@ -401,7 +401,7 @@ void CompiledProgram::Impl::call(const Arguments& args) {
   run(&c);
   if (error) restore_outputs(outputs, saved_outputs);
   if (error & ff_error_dynamic_offset)
-    throw DomainError(fmt::format("program '{}': a dynamic vertical offset read outside a field's extent; no "
+    throw DomainError(fmt::format("program '{}': a dynamic offset read outside a field's extent; no "
                                   "argument was changed", p.name));
   if (error & ff_error_missing_neighbor)
     throw DomainError(fmt::format("program '{}': reads through a missing neighbour (-1) with a fixed-index shift; "

@@ -34,6 +34,13 @@ std::string call_with_a_short_input(fieldflow::Field& out);
 fieldflow::ir::Program slot_program();
 fieldflow::ir::Program band_program();
 std::string static_limiter(fieldflow::Field& f, fieldflow::Field& out);
+void reference_pressure(fieldflow::Field& p_ref, int nk);
+void bounded_means(fieldflow::Field& u, fieldflow::Field& v, fieldflow::Field& mean, fieldflow::Field& lo,
+                   fieldflow::Field& hi, fieldflow::Field& rounded_lo, fieldflow::Field& rounded_hi, int n);
+void mirror_upper_half(fieldflow::Field& f, fieldflow::Field& out, int n);
+double advect_at(fieldflow::Field& q, double c, bool upwind, int order, int i);
+void ring(int n, fieldflow::Field& left, fieldflow::Field& lap, fieldflow::Field& pow2, fieldflow::Field& flips,
+          fieldflow::Field& x, fieldflow::Field& cube_root, fieldflow::Field& factorial);
 
 namespace fieldflow {
 namespace {
@@ -391,6 +398,88 @@ TEST(DocSnippets, StaticScalars) {
   for (const char* word : {"program 'limiter'", "'limit'", "static", "true", "false"})
     EXPECT_NE(msg.find(word), std::string::npos) << msg;
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out.at<double>({i}), std::min(0.5 * i, 1.0)) << i;
+}
+
+TEST(DocSnippets, IntegerMath) {
+  const int n = 7;
+  Field left({I}, DType::int32, {n}), lap({I}, DType::int32, {n}), pow2({I}, DType::int64, {n});
+  Field flips({I}, DType::boolean, {n}), x({I}, DType::float64, {n}), root({I}, DType::float64, {n}),
+      fact({I}, DType::float64, {n});
+  for (int i = 0; i < n; ++i) x.at<double>({i}) = i == n - 1 ? -27.0 : i;
+  ring(n, left, lap, pow2, flips, x, root, fact);
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(left.at<std::int32_t>({i}), i == 0 ? n - 1 : i - 1) << i;
+    EXPECT_EQ(lap.at<std::int32_t>({i}), i == 0 ? -1 : 0) << i;
+    EXPECT_EQ(pow2.at<std::int64_t>({i}), std::int64_t{1} << i) << i;
+    EXPECT_EQ(flips.at<bool>({i}), (i % 2 == 1) != (i >= n / 2)) << i;
+    EXPECT_EQ(root.at<double>({i}), std::cbrt(x.at<double>({i}))) << i;
+    if (i < n - 1) {
+      EXPECT_NEAR(fact.at<double>({i}), std::tgamma(i + 1.0), 1e-9) << i;  // i!
+    }
+  }
+  EXPECT_DOUBLE_EQ(root.at<double>({n - 1}), -3.0);  // std::cbrt(-27.0) may be an ulp off
+  EXPECT_DOUBLE_EQ(fact.at<double>({4}), 24.0);
+}
+
+TEST(DocSnippets, CarryScan) {
+  const int ni = 3, nk = 6;
+  Field p({I, K}, DType::float64, {ni, nk + 1});  // one level more than the call writes
+  p.fill(-1.0);
+  reference_pressure(p, nk);
+  for (int i = 0; i < ni; ++i) {
+    double want = 1000.0 / 0.9;
+    for (int k = 0; k < nk; ++k) {
+      want *= 0.9;
+      EXPECT_EQ(p.at<double>({i, k}), want) << i << "," << k;
+    }
+    EXPECT_EQ(p.at<double>({i, nk}), -1.0);
+  }
+  EXPECT_NEAR(p.at<double>({0, 0}), 1000.0, 1e-9);
+}
+
+TEST(DocSnippets, Tuples) {
+  const int n = 9;
+  Field u({I}, DType::float64, {n}), v({I}, DType::float64, {n}), mean({I}, DType::float64, {n}),
+      lo({I}, DType::float64, {n}), hi({I}, DType::float64, {n}), rlo({I}, DType::int32, {n}),
+      rhi({I}, DType::int32, {n});
+  std::vector<double> d(n);
+  for (int i = 0; i < n; ++i) {
+    u.at<double>({i}) = 3.0 * std::sin(1.7 * i);
+    v.at<double>({i}) = 0.5 * i;
+    d[i] = u.at<double>({i}) - v.at<double>({i});
+  }
+  mean.fill(99);
+  bounded_means(u, v, mean, lo, hi, rlo, rhi, n);
+  for (int i = 0; i < n - 1; ++i) {
+    const double l = i == 0 ? d[0] : std::min(d[i - 1], d[i + 1]), h = i == 0 ? d[0] : std::max(d[i - 1], d[i + 1]);
+    EXPECT_EQ(mean.at<double>({i}), i == 0 ? d[0] : 0.5 * (d[i - 1] + d[i + 1])) << i;
+    EXPECT_EQ(lo.at<double>({i}), l) << i;
+    EXPECT_EQ(hi.at<double>({i}), h) << i;
+    EXPECT_EQ(rlo.at<std::int32_t>({i}), static_cast<std::int32_t>(l)) << i;
+    EXPECT_EQ(rhi.at<std::int32_t>({i}), static_cast<std::int32_t>(h)) << i;
+  }
+  EXPECT_EQ(mean.at<double>({n - 1}), 99.0);  // outside the domain
+}
+
+TEST(DocSnippets, BoundsAndGathers) {
+  for (int n : {7, 8}) {
+    Field f({I}, DType::float64, {n}), out({I}, DType::float64, {n});
+    for (int i = 0; i < n; ++i) f.at<double>({i}) = 10.0 * i + 1;
+    out.fill(-1);
+    mirror_upper_half(f, out, n);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(out.at<double>({i}), i >= n / 2 ? 10.0 * (n - 1 - i) + 1 : -1.0) << n << " " << i;
+  }
+}
+
+TEST(DocSnippets, IfElse) {
+  Field q({I}, DType::float64, {8});
+  for (int i = 0; i < 8; ++i) q.at<double>({i}) = i * i;
+  const int i = 4;
+  const double l = q.at<double>({i - 1}), m = q.at<double>({i}), r = q.at<double>({i + 1});
+  EXPECT_EQ(advect_at(q, 0.5, true, 1, i), 0.5 * (m - l));
+  EXPECT_EQ(advect_at(q, -0.5, true, 1, i), -0.5 * (r - m));
+  EXPECT_EQ(advect_at(q, 0.5, false, 2, i), 0.5 * 0.5 * (r - l));
+  EXPECT_EQ(advect_at(q, 0.5, false, 3, i), 0.0);
 }
 
 }  // namespace

@@ -167,7 +167,7 @@ TEST_F(ExprTypes, ArithmeticOnBoolIsADTypeError) {
 TEST_F(ExprTypes, FloatBuiltinsRejectIntegersAndKeepFloatDtype) {
   using Fn = Expr (*)(const Expr&);
   for (Fn fn : {Fn(sqrt), Fn(exp), Fn(log), Fn(sin), Fn(cos), Fn(tan), Fn(arcsin), Fn(arccos), Fn(arctan), Fn(sinh),
-                Fn(cosh), Fn(tanh), Fn(floor), Fn(ceil), Fn(trunc)}) {
+                Fn(cosh), Fn(tanh), Fn(floor), Fn(ceil), Fn(trunc), Fn(cbrt), Fn(gamma)}) {
     EXPECT_EQ(fn(f32).type(), T(DType::float32, {I, J, K}));
     EXPECT_EQ(fn(a).type(), T(DType::float64, {I, J, K}));
     EXPECT_ERROR(DTypeError, fn(i32), "float32 or float64", "int32", "astype");
@@ -186,12 +186,33 @@ TEST_F(ExprTypes, AbsAndNegWorkOnIntegers) {
   EXPECT_EQ((-i64).type().dtype, DType::int64);
 }
 
-TEST_F(ExprTypes, MinimumMaximumOnAnyNumericFmodPowerOnFloatsOnly) {
+TEST_F(ExprTypes, MinimumMaximumPowerOnAnyNumericFmodOnFloatsOnly) {
   EXPECT_EQ(minimum(i32, 0).type().dtype, DType::int32);
   EXPECT_EQ(maximum(a, col).type(), T(DType::float64, {I, J, K}));
   EXPECT_EQ(power(f32, 2).type().dtype, DType::float32);
-  EXPECT_ERROR(DTypeError, power(i32, 2), "power", "float", "int32");
-  EXPECT_ERROR(DTypeError, fmod(i64, i64), "fmod", "int64");
+  EXPECT_EQ(power(i32, 2).type().dtype, DType::int32);
+  EXPECT_ERROR(DTypeError, power(mask, mask), "power", "numeric", "bool");
+  EXPECT_ERROR(DTypeError, power(i32, 0.5), "literal 0.5", "int32");
+  EXPECT_ERROR(DTypeError, fmod(i64, i64), "fmod", "int64", "%");
+}
+
+TEST_F(ExprTypes, FloorDivisionAndModuloNeedIntegers) {
+  EXPECT_EQ(floor_divide(i32, 2).type(), T(DType::int32, {I, J, K}));
+  EXPECT_EQ((i64 % i64).type(), T(DType::int64, {I, J, K}));
+  EXPECT_EQ((n % 3).type(), T(DType::int32, {}));
+  EXPECT_ERROR(DTypeError, floor_divide(a, b), "operator //", "int32 or int64", "float64", "floor(a / b)");
+  EXPECT_ERROR(DTypeError, f32 % 2, "operator %", "int32 or int64", "float32", "fmod");
+  EXPECT_ERROR(DTypeError, i32 % i64, "operator %", "int32 and int64");
+  EXPECT_ERROR(DTypeError, mask % mask, "operator %", "bool");
+}
+
+TEST_F(ExprTypes, XorNeedsBoolAndUnaryPlusNeedsANumber) {
+  EXPECT_EQ((mask ^ (a > 0)).type(), T(DType::boolean, {I, J, K}));
+  EXPECT_ERROR(DTypeError, i32 ^ i32, "operator ^", "bool", "int32");
+  EXPECT_EQ((+a).node(), a.node());  // nothing to compute
+  EXPECT_EQ((+i64).type(), i64.type());
+  EXPECT_ERROR(DTypeError, +mask, "unary", "numeric", "bool");
+  EXPECT_ERROR(DTypeError, +make_tuple({a, b}), "unary", "expected a field", "tuple");
 }
 
 // --- where / broadcast / astype / index / tuples -------------------------------------------------
@@ -251,13 +272,17 @@ TEST_F(ExprTypes, IndexIsInt32OverItsDimension) {
   EXPECT_ERROR(DimensionError, index(e2v.local), "index", "local", "E2VDim");
 }
 
-TEST_F(ExprTypes, TuplesAreFlatAndIndexable) {
+TEST_F(ExprTypes, TuplesNestAndAreIndexable) {
   Expr t = make_tuple({a, i32, col});
   ASSERT_EQ(t.type().elements.size(), 3u);
   EXPECT_EQ(t[1].type(), T(DType::int32, {I, J, K}));
   EXPECT_EQ(t[2].node(), col.node());
   EXPECT_EQ(t.type().to_string(), "(float64[I, J, K], int32[I, J, K], float64[K])");
-  EXPECT_ERROR(DTypeError, make_tuple({t, a}), "tuples are flat");
+  const Expr nested = make_tuple({t, a});
+  EXPECT_EQ(nested.type().to_string(), "((float64[I, J, K], int32[I, J, K], float64[K]), float64[I, J, K])");
+  EXPECT_EQ(nested.type().leaf_count(), 4);
+  EXPECT_EQ(nested.type().leaf(2), T(DType::float64, {K}));
+  EXPECT_EQ(nested[0][2].node(), col.node());
   EXPECT_ERROR(DTypeError, make_tuple({}), "at least one element");
   EXPECT_ERROR(DTypeError, t[3], "tuple element [3]", "[0, 3)");
   EXPECT_ERROR(DTypeError, a[0], "expected a tuple");
@@ -298,12 +323,17 @@ TEST_F(ExprTypes, ShiftAlongALocalDimensionIsADimensionError) {
   EXPECT_ERROR(DimensionError, w(e2v.local + 1), "local dimension E2VDim");
 }
 
-TEST_F(ExprTypes, DynamicShiftNeedsAVerticalDimAndAnIntOffset) {
+TEST_F(ExprTypes, DynamicShiftNeedsANonLocalDimAndAnIntOffset) {
   Expr off = pb.field("off", {I, J, K}, DType::int32);
   EXPECT_EQ(a(K + off).type(), a.type());
   EXPECT_EQ(a(K + off).node()->kind, ExprKind::dynamic_shift);
   EXPECT_EQ(col(K + off).type(), T(DType::float64, {I, J, K}));  // the offset's dims join in
-  EXPECT_ERROR(DimensionError, a(I + off), "dynamic offsets", "vertical", "I");
+  EXPECT_EQ(a(I + off).type(), a.type());                         // horizontal too
+  EXPECT_EQ(a(I + off).node()->dim, I);
+  Connectivity e2v = make_connectivity("E2V", Edge, Vertex, 2);
+  ProgramBuilder p("local_dynamic");
+  Expr w = p.field("w", {Edge, e2v.local}, DType::float64), woff = p.field("woff", {Edge}, DType::int32);
+  EXPECT_ERROR(DimensionError, w(e2v.local + woff), "dynamic offsets", "horizontal and vertical", "local", "E2VDim");
   EXPECT_ERROR(DTypeError, a(K + b), "int32 or int64 offset", "float64");
   EXPECT_ERROR(DimensionError, ij(K + off), "do not include K");
 }
@@ -428,13 +458,14 @@ TEST_F(ExprTypes, ConcatWhereBoundIsSymbolic) {
 TEST_F(ExprTypes, ConcatWhereBranchesMustAgree) {
   EXPECT_ERROR(DTypeError, concat_where(K == 0, a, f32), "concat_where(K ==", "float64", "float32");
   EXPECT_EQ(concat_where(K == 0, ij, col).type(), T(DType::float64, {I, J, K}));
-  EXPECT_ERROR(DTypeError, concat_where(K == 0, make_tuple({a, b}), a), "expected a field", "tuple");
+  EXPECT_ERROR(DTypeError, concat_where(K == 0, make_tuple({a, b}), a), "do not match", "same structure");
 }
 
-TEST_F(ExprTypes, ConcatWhereBoundMustBeAffineInt) {
-  EXPECT_ERROR(ProgramError, concat_where(K < 1.5, a, b), "bound", "affine", "int scalar");
+TEST_F(ExprTypes, ConcatWhereBoundMustBeAnIntExpression) {
+  EXPECT_ERROR(ProgramError, concat_where(K < 1.5, a, b), "bound", "integer expression", "int scalar");
   EXPECT_ERROR(ProgramError, concat_where(K < s64, a, b), "bound", "$s64");
-  EXPECT_ERROR(ProgramError, concat_where(K < n * n, a, b), "bound");
+  EXPECT_ERROR(ProgramError, concat_where(K < n * index(K), a, b), "bound", "index(K)");
+  EXPECT_EQ(concat_where(K < n * n, a, b).node()->bound.to_string(), "(n * n)");
   Connectivity e2v = make_connectivity("E2V", Edge, Vertex, 2);
   EXPECT_ERROR(DimensionError, concat_where(e2v.local == 0, a, b), "local");
 }

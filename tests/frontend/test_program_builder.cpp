@@ -150,14 +150,14 @@ TEST(ProgramBuilder, DomainBoundsAreAffineInIntScalars) {
   EXPECT_EQ(r.hi.evaluate({{"nx", 10}, {"h", 2}}), 17);
 }
 
-TEST(ProgramBuilder, NonAffineOrNonIntBoundsAreAProgramError) {
+TEST(ProgramBuilder, NonIntegerBoundsAreAProgramError) {
   ProgramBuilder pb("badbounds");
   Expr a = pb.field("a", {I}, DType::float64);
   Expr out = pb.field("out", {I}, DType::float64);
   Expr nx = pb.scalar("nx", DType::int32);
   Expr x = pb.scalar("x", DType::float64);
-  EXPECT_ERROR(ProgramError, pb.call("c", a, {out}, {{I, 0, nx * nx}}), "program 'badbounds'", "call 'c'",
-               "domain of I", "affine");
+  EXPECT_ERROR(ProgramError, pb.call("c", a, {out}, {{I, 0, nx * nx + index(I)}}), "program 'badbounds'", "call 'c'",
+               "domain of I", "integer expression of int scalar parameters", "index(I)");
   EXPECT_ERROR(ProgramError, pb.call("c", a, {out}, {{I, 0, x}}), "domain of I", "$x");
   EXPECT_ERROR(ProgramError, pb.call("c", a, {out}, {{I, 0.5, 4}}), "domain of I");
   EXPECT_ERROR(ProgramError, pb.call("c", a, {out}, {{I, 0, a}}), "domain of I");

@@ -191,7 +191,7 @@ const UnaryCase kUnary[] = {
     UNARY_CASE(tan, tan, -1.4, 1.4),     UNARY_CASE(arcsin, asin, -1.0, 1.0), UNARY_CASE(arccos, acos, -1.0, 1.0),
     UNARY_CASE(arctan, atan, -20.0, 20.0), UNARY_CASE(sinh, sinh, -3.0, 3.0), UNARY_CASE(cosh, cosh, -3.0, 3.0),
     UNARY_CASE(tanh, tanh, -3.0, 3.0),   UNARY_CASE(floor, floor, -2.5, 2.5), UNARY_CASE(ceil, ceil, -2.5, 2.5),
-    UNARY_CASE(trunc, trunc, -2.5, 2.5),
+    UNARY_CASE(trunc, trunc, -2.5, 2.5), UNARY_CASE(cbrt, cbrt, -8.0, 27.0), UNARY_CASE(gamma, tgamma, -2.5, 6.0),
 };
 #undef UNARY_CASE
 
@@ -389,6 +389,85 @@ TEST(Integers, DivisionTruncatesTowardZeroAndMinOverMinusOneWraps) {
   EXPECT_EQ(fo.at<std::int32_t>({2}), 3);
   EXPECT_EQ(fo.at<std::int32_t>({3}), std::numeric_limits<std::int32_t>::min());  // two's complement wrap, no trap
   EXPECT_EQ(fo.at<std::int32_t>({4}), 0);
+}
+
+// Python's // and % computed the long way: floor of the exact quotient, remainder from it.
+template <class T> void check_floor_division_and_modulo(DType dt) {
+  ProgramBuilder pb("ifloordiv");
+  Expr a = pb.field("a", {I}, dt), b = pb.field("b", {I}, dt);
+  Expr q = pb.field("q", {I}, dt), r = pb.field("r", {I}, dt), q3 = pb.field("q3", {I}, dt);
+  pb.call("floordiv", make_tuple({floor_divide(a, b), a % b, floor_divide(a, 3) + a % -3}), {q, r, q3},
+          {{I, 0, 12}});
+  constexpr T lo = std::numeric_limits<T>::min();
+  const std::vector<T> as{7, -7, 7, -7, 6, -6, 0, 5, -5, lo, lo, 9};
+  const std::vector<T> bs{2, 2, -2, -2, 3, 3, 4, 0, 0, -1, 1, -1};
+  Field fa({I}, dt, {12}), fb({I}, dt, {12}), fq({I}, dt, {12}), fr({I}, dt, {12}), fq3({I}, dt, {12});
+  for (int i = 0; i < 12; ++i) fa.at<T>({i}) = as[i], fb.at<T>({i}) = bs[i];
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("q", fq).field("r", fr).field("q3", fq3));
+  for (int i = 0; i < 12; ++i) {
+    const long double x = as[i], y = bs[i];
+    T want_q = 0, want_r = 0;
+    if (as[i] == lo && bs[i] == -1) want_q = lo;  // wraps like INT_MIN / -1
+    else if (y != 0) {
+      want_q = static_cast<T>(std::floor(x / y));
+      want_r = static_cast<T>(x - y * std::floor(x / y));
+    }
+    EXPECT_EQ(fq.at<T>({i}), want_q) << as[i] << " // " << bs[i];
+    EXPECT_EQ(fr.at<T>({i}), want_r) << as[i] << " % " << bs[i];
+    const T by3 = static_cast<T>(std::floor(x / 3)), mod_m3 = static_cast<T>(x + 3 * std::floor(x / -3));
+    EXPECT_EQ(fq3.at<T>({i}), static_cast<T>(by3 + mod_m3)) << as[i];
+  }
+}
+
+TEST(Integers, FloorDivisionAndModuloFollowPythonInt32) { check_floor_division_and_modulo<std::int32_t>(DType::int32); }
+TEST(Integers, FloorDivisionAndModuloFollowPythonInt64) { check_floor_division_and_modulo<std::int64_t>(DType::int64); }
+
+template <class T> void check_integer_power(DType dt) {
+  ProgramBuilder pb("ipow");
+  Expr a = pb.field("a", {I}, dt), b = pb.field("b", {I}, dt);
+  Expr out = pb.field("out", {I}, dt), sq = pb.field("sq", {I}, dt);
+  pb.call("pow", make_tuple({power(a, b), power(a, 2)}), {out, sq}, {{I, 0, 11}});
+  const std::vector<T> as{3, -3, 2, 0, 0, 7, 1, -1, -1, 5, 2};
+  const std::vector<T> bs{4, 3, 0, 0, 5, 1, -3, -3, -4, -2, sizeof(T) * 8 + 2};
+  Field fa({I}, dt, {11}), fb({I}, dt, {11}), fo({I}, dt, {11}), fs({I}, dt, {11});
+  for (int i = 0; i < 11; ++i) fa.at<T>({i}) = as[i], fb.at<T>({i}) = bs[i];
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("out", fo).field("sq", fs));
+  for (int i = 0; i < 11; ++i) {
+    // Repeated multiplication, wrapping like unsigned arithmetic; a negative exponent is 1 / a^-b
+    // truncated toward zero.
+    T want;
+    if (bs[i] < 0) want = as[i] == 1 ? 1 : as[i] == -1 ? ((-bs[i]) % 2 ? -1 : 1) : 0;
+    else {
+      std::uint64_t p = 1;
+      for (T e = 0; e < bs[i]; ++e) p *= static_cast<std::uint64_t>(as[i]);
+      want = static_cast<T>(p);
+    }
+    EXPECT_EQ(fo.at<T>({i}), want) << as[i] << " ** " << bs[i];
+    EXPECT_EQ(fs.at<T>({i}), static_cast<T>(as[i] * as[i])) << as[i];
+  }
+  EXPECT_EQ(fo.at<T>({10}), 0);  // 2 ** (bits + 2) overflows to 0
+}
+
+TEST(Integers, PowerInt32) { check_integer_power<std::int32_t>(DType::int32); }
+TEST(Integers, PowerInt64) { check_integer_power<std::int64_t>(DType::int64); }
+
+TEST(Pointwise, XorAndUnaryPlus) {
+  ProgramBuilder pb("xor");
+  Expr a = pb.field("a", {I, J, K}, DType::float64), b = pb.field("b", {I, J, K}, DType::float64);
+  Expr x = pb.field("x", {I, J, K}, DType::boolean), y = pb.field("y", {I, J, K}, DType::float64);
+  pb.call("xor", make_tuple({(a > 0) ^ (b > 0), +a - +b}), {x, y}, full());
+  Field fa = ijk(DType::float64, 21), fb = ijk(DType::float64, 22), fx = out_ijk(DType::boolean), fy = out_ijk();
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("x", fx).field("y", fy));
+  int both = 0, one = 0;
+  EXPECT_TRUE(matches(fx, [&](const Index& i) {
+    const bool p = v(fa, i) > 0, q = v(fb, i) > 0;
+    both += p && q;
+    one += p != q;
+    return (p != q) ? 1.0 : 0.0;
+  }));
+  EXPECT_GT(both, 0);  // true ^ true occurs and is false
+  EXPECT_GT(one, 0);
+  EXPECT_TRUE(matches(fy, [&](const Index& i) { return v(fa, i) - v(fb, i); }));
 }
 
 TEST(Integers, ScalarIntParameterAndMinimumMaximum) {

@@ -242,8 +242,10 @@ TEST_F(Gaps, CompoundConditionErrorsNameTheBound) {
   Expr n = pb.scalar("n", DType::int32);
   Expr x = pb.scalar("x", DType::float64);
   Expr levels = pb.field("levels", {K}, DType::int32);
-  EXPECT_ERROR(ProgramError, concat_where((K > 0) & (K < n * n), f, 0.0), "bound", "affine", "n");
-  EXPECT_ERROR(ProgramError, concat_where(K < maximum(n, levels), f, 0.0), "bound", "affine", "levels");
+  // n * n is a valid (non-affine) bound; a field in a bound is not.
+  EXPECT_ERROR(ProgramError, concat_where((K > 0) & (K < n * index(K)), f, 0.0), "bound", "integer expression",
+               "index(K)");
+  EXPECT_ERROR(ProgramError, concat_where(K < maximum(n, levels), f, 0.0), "bound", "integer expression", "levels");
   EXPECT_ERROR(DTypeError, concat_where(K < maximum(n, x), f, 0.0), "maximum", "int32", "float64");
   EXPECT_ERROR(DimensionError, concat_where((K > 0) | (E2V.local == 1), f, 0.0), "local");
 }

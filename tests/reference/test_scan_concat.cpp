@@ -360,6 +360,61 @@ TEST(Scan, OnAnUnstructuredColumnWithNeighbourSums) {
   }));
 }
 
+// --- scans whose only state is the carry ------------------------------------------------------------------
+
+TEST(Scan, CarryOnlyScanCountsLevelsOfTheCallsRange) {
+  // No inputs: the value is a column over [K], written to every column; its length is the domain's.
+  ProgramBuilder pb("count_levels");
+  Expr out = pb.field("out", {I, J, K}, DType::float64), lo = pb.scalar("lo", DType::int32);
+  const Expr levels = scan("count", ScanDirection::forward, {Scalar(0.5)},
+                           [](const Expr& c, const std::vector<Expr>& in) {
+                             EXPECT_TRUE(in.empty());
+                             return c * 2;
+                           },
+                           K);
+  EXPECT_EQ(levels.type().to_string(), "float64[K]");
+  pb.call("count", levels, {out}, {{I, 0, NX}, {J, 0, NY}, {K, lo, NK}});
+  Field fo = ijk();
+  run_program(pb.build(), Arguments().field("out", fo).scalar("lo", 2));
+  // Level lo holds init * 2, each level above doubles it again.
+  EXPECT_TRUE(matches(fo, [](const Index& x) { return std::ldexp(0.5, static_cast<int>(x[2]) - 1); },
+                      [](const Index& x) { return x[2] >= 2; }));
+}
+
+TEST(Scan, CarryOnlyTupleScanInsideAnExpressionBackward) {
+  // Fibonacci numbers counted from the top level down, combined with a field: the scan is an operand.
+  ProgramBuilder pb("fib");
+  Expr a = pb.field("a", {I, J, K}, DType::int64), out = pb.field("out", {I, J, K}, DType::int64);
+  const Expr fib = scan("fib", ScanDirection::backward, {Scalar(std::int64_t{0}), Scalar(std::int64_t{1})},
+                        [](const Expr& c, const std::vector<Expr>&) { return make_tuple({c[1], c[0] + c[1]}); }, K);
+  pb.call("scaled", a * fib[0] + fib[1], {out}, {{I, 0, NX}, {J, 0, NY}, {K, 1, NK}});
+  Field fa = ijk(DType::int64, 30), fo = ijk(DType::int64);
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
+  std::vector<std::int64_t> f0(NK), f1(NK);
+  std::int64_t x0 = 0, x1 = 1;
+  for (int k = NK - 1; k >= 1; --k) {  // the swept range is the call's [1, NK), from the top
+    const std::int64_t next = x0 + x1;
+    x0 = x1;
+    x1 = next;
+    f0[k] = x0, f1[k] = x1;
+  }
+  EXPECT_TRUE(matches(fo, [&](const Index& x) { return static_cast<double>(v(fa, x) * f0[x[2]] + f1[x[2]]); },
+                      [](const Index& x) { return x[2] >= 1; }, 0, kIntSentinel));
+}
+
+TEST(Scan, CarryOnlyScanNeedsAVerticalAxisAndAnEmptyInputListNeedsOne) {
+  auto body = [](const Expr& c, const std::vector<Expr>&) { return c + 1; };
+  EXPECT_ERROR(DimensionError, scan("s", ScanDirection::forward, {Scalar(0)}, body, I), "scan 's'",
+               "vertical dimension", "given I (horizontal)");
+  EXPECT_ERROR(DimensionError, scan("s", ScanDirection::forward, {Scalar(0)}, body, std::vector<Expr>{}),
+               "scan 's'", "expected inputs", "given none", "scan(name, direction, init, body, K)");
+  // The body still sees no inputs it could index.
+  EXPECT_ERROR(DTypeError,
+               scan("s", ScanDirection::forward, {Scalar(0.0)},
+                    [](const Expr& c, const std::vector<Expr>&) { return c + Expr(true); }, K),
+               "bool");
+}
+
 TEST(Scan, ReadingAScanOutsideItsSweptRangeIsADomainError) {
   ProgramBuilder pb("scan_shift");
   Expr a = pb.field("a", {I, J, K}, DType::float64);

@@ -245,8 +245,26 @@ class KernelEmitter {
 
   std::string sym(const ir::SymExpr& e) {
     std::string s = fmt::format("std::int64_t({}LL)", e.constant);
-    for (const auto& [name, k] : e.terms) s += fmt::format(" + std::int64_t({}) * {}", k, use_scalar(name));
+    for (const auto& [name, k] : e.terms) {
+      auto op = e.ops.find(name);
+      s += fmt::format(" + std::int64_t({}) * {}", k, op == e.ops.end() ? use_scalar(name) : sym_op(*op->second));
+    }
     return "(" + s + ")";
+  }
+
+  // A non-affine step of a bound, with the helpers SymExpr::evaluate uses (same integer results).
+  std::string sym_op(const ir::SymOp& op) {
+    const std::string a = sym(op.a), b = sym(op.b);
+    switch (op.kind) {
+      case ir::SymOpKind::div: return fmt::format("fieldflow::abi::ff_div({}, {})", a, b);
+      case ir::SymOpKind::floor_divide: return fmt::format("fieldflow::abi::ff_floordiv({}, {})", a, b);
+      case ir::SymOpKind::mod: return fmt::format("fieldflow::abi::ff_mod({}, {})", a, b);
+      case ir::SymOpKind::mul:
+        return fmt::format("std::int64_t(static_cast<unsigned long long>({}) * static_cast<unsigned long long>({}))", a, b);
+      case ir::SymOpKind::min: return fmt::format("fieldflow::abi::ff_min({}, {})", a, b);
+      case ir::SymOpKind::max: return fmt::format("fieldflow::abi::ff_max({}, {})", a, b);
+    }
+    return "0";
   }
 
   // Element offset of a point in buffer b (dims canonical): the unit-stride dim needs no multiply.
@@ -560,6 +578,7 @@ class KernelEmitter {
       case ir::UnaryOp::arcsin: return fmt::format("std::asin({})", a);
       case ir::UnaryOp::arccos: return fmt::format("std::acos({})", a);
       case ir::UnaryOp::arctan: return fmt::format("std::atan({})", a);
+      case ir::UnaryOp::gamma: return fmt::format("std::tgamma({})", a);
       case ir::UnaryOp::isnan:
       case ir::UnaryOp::isinf:
       case ir::UnaryOp::isfinite: return fmt::format("static_cast<bool>(std::{}({}))", to_string(e.uop), a);
@@ -581,7 +600,12 @@ class KernelEmitter {
       case ir::BinaryOp::minimum: return fmt::format("fieldflow::abi::ff_min({}, {})", a, b);
       case ir::BinaryOp::maximum: return fmt::format("fieldflow::abi::ff_max({}, {})", a, b);
       case ir::BinaryOp::fmod: return fmt::format("std::fmod({}, {})", a, b);
-      case ir::BinaryOp::power: return fmt::format("fieldflow::abi::ff_pow({}, {})", a, b);
+      case ir::BinaryOp::power:
+        return is_floating(t) ? fmt::format("fieldflow::abi::ff_pow({}, {})", a, b)
+                              : fmt::format("fieldflow::abi::ff_ipow({}, {})", a, b);
+      case ir::BinaryOp::floor_divide: return fmt::format("fieldflow::abi::ff_floordiv({}, {})", a, b);
+      case ir::BinaryOp::mod: return fmt::format("fieldflow::abi::ff_mod({}, {})", a, b);
+      case ir::BinaryOp::logical_xor: return fmt::format("({} != {})", a, b);
       default: return fmt::format("({} {} {})", a, to_string(e.bop), b);
     }
   }
