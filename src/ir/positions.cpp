@@ -95,8 +95,10 @@ class Walker {
         return;
       }
       case ExprKind::reduce: {
+        // A reduction inside an operand of another over the same connectivity has its own slot:
+        // its operand's local dimension is the inner slot (the outer one is not visible there).
         Position q = p;
-        FIELDFLOW_ASSERT(!q.find(e.conn.local), "nested reductions over the same connectivity");
+        std::erase_if(q.coords, [&](const Coord& c) { return c.dim == e.conn.local; });
         q.coords.push_back({e.conn.local, DimAccess::Kind::local, 0,
                             fmt::format("slot{}@{}", static_cast<const void*>(&e), p.key()), e.conn.max_neighbors, {}, {},
                             0});

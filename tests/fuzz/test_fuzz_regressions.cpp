@@ -103,5 +103,44 @@ TEST(FuzzRegressions, PowerWithConstantExponentIsPow) {
   }
 }
 
+// Fuzzer seed 500462 (shrunk): a reduction over V2E inside the operand of another reduction over
+// V2E (the inner result, over [Vertex, K], is promoted back to the local field the outer one
+// reduces). The inner slot shadows the outer one; the compiler stopped with an internal error.
+TEST(FuzzRegressions, ReductionNestedInAReductionOverTheSameConnectivity) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 6);
+  for (const Mesh& mesh : {make_torus_mesh(3, 3), make_bounded_mesh(4, 3)}) {
+    ProgramBuilder pb("nested_same_connectivity");
+    auto fe = pb.field("fe", {Edge, K}, DType::float64), o = pb.field("o", {Vertex, K}, DType::float64);
+    auto nv = pb.scalar("nv", DType::int32);
+    const Expr inner = neighbor_sum(fe(V2E), V2E);  // over [Vertex, K]
+    pb.call("s", min_over(fe(V2E) * inner + fe(V2E), V2E), {o}, {{Vertex, 0, nv}, {K, 0, 2}});
+    const ir::Program p = pb.build();
+    Field f({Edge, K}, DType::float64, {mesh.n_edges, 2});
+    for (std::int64_t i = 0; i < f.size(); ++i) f.set_from_double(i, std::sin(0.7 * static_cast<double>(i)));
+    Field r({Vertex, K}, DType::float64, {mesh.n_vertices, 2}), c = r.clone();
+    auto args = [&](Field& out) {
+      return Arguments().field("fe", f).field("o", out).scalar("nv", mesh.n_vertices).connectivity("V2E", mesh.table("V2E"));
+    };
+    run_reference(p, args(r));
+    // Independent values: the sum over present neighbours, then the minimum of e * sum + e.
+    const auto& v2e = mesh.table("V2E");
+    for (std::int64_t v = 0; v < mesh.n_vertices; ++v)
+      for (int k = 0; k < 2; ++k) {
+        double sum = 0, lowest = std::numeric_limits<double>::max();
+        for (int n = 0; n < 6; ++n)
+          if (v2e(v, n) >= 0) sum += f.at<double>({v2e(v, n), k});
+        for (int n = 0; n < 6; ++n)
+          if (v2e(v, n) >= 0) {
+            const double e = f.at<double>({v2e(v, n), k});
+            lowest = std::min(lowest, e * sum + e);
+          }
+        EXPECT_EQ(r.at<double>({v, k}), lowest) << mesh.name << " vertex " << v;
+      }
+    compile(p, testing_support::cpu_options())(args(c));
+    EXPECT_TRUE(same_bits(r, c, "o")) << mesh.name;
+  }
+}
+
 }  // namespace
 }  // namespace fieldflow

@@ -534,6 +534,8 @@ class KernelEmitter {
         code += fmt::format("{}bool {} = true;\n", pad(body_ind), ok);
       }
       Point q = p;
+      // The inner of two nested reductions over one connectivity shadows the outer slot.
+      std::erase_if(q, [&](const Index& i) { return i.dim == e.conn.local; });
       q.push_back({e.conn.local, n, 0, false});
       reducing_.push_back(e.conn.local);
       reducing_conn_.push_back(e.conn);
