@@ -16,7 +16,7 @@ namespace fieldflow::fuzz {
 namespace {
 
 constexpr std::uint64_t programs_per_batch = 25;
-constexpr int batches = 4;
+constexpr int batches = 8;  // 200 programs: CTest runs the batches side by side
 
 
 class FuzzBatch : public ::testing::TestWithParam<int> {};
