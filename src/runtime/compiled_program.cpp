@@ -56,6 +56,22 @@ ff_buffer describe_field(const Field& f, const std::vector<Dimension>& canonical
   return b;
 }
 
+
+// The output fields of a program some of whose kernels check reads only while running (dynamic
+// offsets, skip values): such a check can fail after earlier kernels, or earlier points, wrote.
+std::vector<Field*> checked_in_kernel_outputs(const ir::Schedule& s, const ir::BoundCall& bound) {
+  const bool checks = std::any_of(s.kernels.begin(), s.kernels.end(), [](const ir::Kernel& k) {
+    return k.has_dynamic_shift || k.has_fixed_neighbor_shift;
+  });
+  std::vector<Field*> out;
+  if (!checks) return out;
+  for (const auto& st : s.program.stmts)
+    for (const auto& name : st.outputs) {
+      Field* f = bound.fields[s.program.index_of(name)];
+      if (std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
+    }
+  return out;
+}
 }  // namespace
 
 SizeMap size_symbols(const ir::Program& program, const Arguments& args) {
@@ -175,6 +191,8 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
   binding.bound = std::move(bound);
   if (!sized || new_sizes != sizes) resize(new_sizes);
   check_reads();
+  // Found once per binding, not per call: the fast path allocates nothing.
+  checked_outputs = checked_in_kernel_outputs(image.schedule, binding.bound);
   binding.valid = true;  // only now: a rejected call must not leave a binding that skips the checks
 }
 
@@ -316,21 +334,6 @@ void CompiledProgram::Impl::check_reads() {
 }
 
 namespace {
-// The output fields of a program some of whose kernels check reads only while running (dynamic
-// offsets, skip values): such a check can fail after earlier kernels, or earlier points, wrote.
-std::vector<Field*> checked_in_kernel_outputs(const ir::Schedule& s, const ir::BoundCall& bound) {
-  const bool checks = std::any_of(s.kernels.begin(), s.kernels.end(), [](const ir::Kernel& k) {
-    return k.has_dynamic_shift || k.has_fixed_neighbor_shift;
-  });
-  std::vector<Field*> out;
-  if (!checks) return out;
-  for (const auto& st : s.program.stmts)
-    for (const auto& name : st.outputs) {
-      Field* f = bound.fields[s.program.index_of(name)];
-      if (std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
-    }
-  return out;
-}
 
 // The program was compiled for these values of its static scalars: any other is refused (a
 // missing one is reported by binding, like any missing argument).
@@ -396,10 +399,9 @@ void CompiledProgram::Impl::call(const Arguments& args) {
   std::int32_t error = 0;
   const ff_call c{buffers.data(), tables.data(), scalars.data(), domains.data(), &error, num_threads,
                   image.options.parallel_threshold};
-  const std::vector<Field*> outputs = checked_in_kernel_outputs(image.schedule, binding.bound);
-  save_outputs(outputs, saved_outputs);
+  save_outputs(checked_outputs, saved_outputs);
   run(&c);
-  if (error) restore_outputs(outputs, saved_outputs);
+  if (error) restore_outputs(checked_outputs, saved_outputs);
   if (error & ff_error_dynamic_offset)
     throw DomainError(fmt::format("program '{}': a dynamic offset read outside a field's extent; no "
                                   "argument was changed", p.name));

@@ -68,6 +68,7 @@ struct CompiledProgram::Impl {
   std::vector<std::size_t> transient_offsets;
   // Output fields saved before a call whose kernels check reads themselves (dynamic offsets):
   // restored when one fails, so a failed call leaves every argument unchanged.
+  std::vector<Field*> checked_outputs;  // outputs of kernels that check reads while running
   std::vector<std::vector<std::byte>> saved_outputs;
 
  private:
