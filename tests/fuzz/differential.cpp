@@ -10,6 +10,7 @@
 //     equals any NaN (a NaN's sign and payload depend on operand order, which is not semantics).
 // The call order short, short, good, good catches state left behind by a rejected call.
 #include "fuzz/differential.h"
+#include "support/guarded_workspace.h"
 
 #include <fmt/format.h>
 
@@ -26,8 +27,6 @@ namespace fieldflow::fuzz {
 
 namespace {
 
-constexpr std::size_t canary_bytes = 4096;
-constexpr unsigned char canary_byte(std::size_t i) { return static_cast<unsigned char>(0xA5 ^ (i * 31)); }
 
 // The most derived fieldflow error kind of an exception, by name.
 std::string error_kind(const std::exception& e) {
@@ -89,39 +88,6 @@ std::string compare_fields(const std::map<std::string, Field>& want, const std::
   return {};
 }
 
-// A workspace of exactly `bytes`, 256-aligned, between two canary regions.
-class FencedWorkspace {
- public:
-  explicit FencedWorkspace(std::size_t bytes) : bytes_(bytes) {
-    const std::size_t total = (canary_bytes * 2 + bytes + transient_alignment - 1) / transient_alignment * transient_alignment;
-    block_.reset(static_cast<unsigned char*>(std::aligned_alloc(transient_alignment, total)));
-    for (std::size_t i = 0; i < canary_bytes; ++i) block_.get()[i] = block_.get()[canary_bytes + bytes + i] = canary_byte(i);
-  }
-  Workspace workspace() { return Workspace{base(), bytes_, Device::cpu, {}}; }
-  void poison() { std::memset(base(), 0xFF, bytes_); }  // all-ones: NaN in every float
-  // "" when both fences are intact, else how far the damage reaches.
-  std::string damage() const {
-    const unsigned char* b = block_.get();
-    std::int64_t before = -1, after = -1;
-    for (std::size_t i = 0; i < canary_bytes; ++i) {
-      if (b[i] != canary_byte(i) && before < 0) before = static_cast<std::int64_t>(canary_bytes - i);
-      if (b[canary_bytes + bytes_ + i] != canary_byte(i)) after = static_cast<std::int64_t>(i + 1);
-    }
-    if (before < 0 && after < 0) return {};
-    std::string s;
-    if (after >= 0) s += fmt::format("wrote {} bytes past the workspace ({} bytes)", after, bytes_);
-    if (before >= 0) s += fmt::format("{}wrote {} bytes before the workspace", s.empty() ? "" : "; ", before);
-    return s;
-  }
-
- private:
-  unsigned char* base() const { return block_.get() + canary_bytes; }
-  struct Free {
-    void operator()(unsigned char* p) const { std::free(p); }
-  };
-  std::size_t bytes_;
-  std::unique_ptr<unsigned char, Free> block_;
-};
 
 struct Variant {
   std::string label;  // "good" / "short 'name'"
@@ -165,7 +131,7 @@ class CaseRunner {
     TransientMemoryMode mode;
     int threads;
     std::unique_ptr<CompiledProgram> program;
-    std::unique_ptr<FencedWorkspace> fence;  // external only
+    std::unique_ptr<testing_support::GuardedWorkspace> fence;  // external only
   };
 
   std::optional<Failure> run_layout() {
@@ -234,7 +200,7 @@ class CaseRunner {
     std::size_t bytes = 0;
     for (const WorkspaceRequirement& r : probe.workspace_requirements(sizes))
       if (r.device == Device::cpu) bytes = r.bytes;
-    auto fence = std::make_unique<FencedWorkspace>(bytes);
+    auto fence = std::make_unique<testing_support::GuardedWorkspace>(bytes);
     CompileOptions o = options(TransientMemoryMode::external, threads);
     o.memory.external_workspace[Device::cpu] = fence->workspace();
     out.push_back({TransientMemoryMode::external, threads, std::make_unique<CompiledProgram>(compile(c_.program, o)),
