@@ -67,7 +67,17 @@ int main(int argc, char** argv) {
   };
   for (std::uint64_t s = seed; count == 0 || s < seed + count; ++s) {
     if (minutes > 0 && elapsed() > minutes * 60) break;
-    const FuzzCase c = generate_case(s);
+    // A program the generator cannot build is a bug of the generator (or of the DSL), reported
+    // with its seed like any failure, never a crash of the whole campaign.
+    FuzzCase c;
+    try {
+      c = generate_case(s);
+    } catch (const std::exception& e) {
+      ++tried;
+      ++failed;
+      fmt::print("\nFAIL seed {}: the generator could not build its program: {}\n", s, e.what());
+      continue;
+    }
     ++tried;
     const auto failure = check_case(c, config, stats);
     if (failure) {

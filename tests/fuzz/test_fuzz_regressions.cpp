@@ -58,6 +58,26 @@ TEST(FuzzRegressions, FloatToIntToFloatOfSmallNegativeIsPositiveZero) {
   EXPECT_TRUE(same_bits(r, c, "o"));
 }
 
+// Fuzzer seed 900595 (shrunk): the same with an integer operation between the two conversions,
+// astype(abs(astype(x, int32)), float64), in a vectorised loop (horizontal layout, many points).
+TEST(FuzzRegressions, IntegerComputedFromAFloatConvertsBackToPositiveZero) {
+  const Dimension J = horizontal_dim("J");
+  ProgramBuilder pb("int_round_trip_abs");
+  auto a = pb.field("a", {K}, DType::float64), o = pb.field("o", {I, J, K}, DType::float64);
+  pb.call("s", astype(abs(astype(a, DType::int32)), DType::float64) / broadcast(1.0, {J}), {o},
+          {{I, 0, 5}, {J, 0, 7}, {K, 0, 9}});
+  const ir::Program p = pb.build();
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+    Field fa({K}, DType::float64, {9}, {}, layout);
+    for (int k = 0; k < 9; ++k) fa.at<double>({k}) = -0.125 * k;  // -0 .. -1: abs(int) is 0 or 1
+    Field r({I, J, K}, DType::float64, {5, 7, 9}, {}, layout), c = r.clone();
+    run_reference(p, Arguments().field("a", fa).field("o", r));
+    compile(p, testing_support::cpu_options(layout))(Arguments().field("a", fa).field("o", c));
+    EXPECT_FALSE(std::signbit(r.at<double>({0, 0, 3})));
+    EXPECT_TRUE(same_bits(r, c, "o")) << to_string(layout);
+  }
+}
+
 // Fuzzer seed 16 (shrunk): min_over must fold neighbours in slot order as `v < acc ? v : acc`
 // (the reference, and what max_over does mirrored). The CPU backend emits ff_min(x, acc), which
 // keeps the new value on ties: +0 vs -0 come out with the other sign, and a NaN neighbour after a

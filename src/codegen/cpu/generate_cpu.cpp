@@ -363,11 +363,13 @@ class KernelEmitter {
         const std::string x = gen(*e.args[0], p, -1, code, ind);
         if (is_floating(from) && is_integral(t))
           return define(t, fmt::format("fieldflow::abi::ff_to_int<{}>({})", ctype(t), x), code, ind);
-        // A float -> int -> float round trip: compilers would fold it into a truncation that
-        // keeps the sign of -0.25 (the integer gives +0), so the integer is hidden from them.
-        const ir::Expr* inner = e.args[0].get();
-        while (inner->kind == ExprKind::named || inner->kind == ExprKind::broadcast) inner = inner->args[0].get();
-        if (is_floating(t) && inner->kind == ExprKind::cast && is_floating(inner->args[0]->type.dtype))
+        // An integer computed from a float (astype(abs(astype(x, int32)), float64)): compilers
+        // fold such round trips into float operations (a truncation that keeps the sign of
+        // -0.25, where the integer gives +0), so the integer is hidden from them.
+        bool from_float = false;
+        for (const ir::Expr* n : ir::post_order(e.args[0]))
+          from_float |= n->kind == ExprKind::cast && is_floating(n->args[0]->type.dtype);
+        if (is_floating(t) && from_float)
           return define(t, fmt::format("static_cast<{}>(fieldflow::abi::ff_opaque({}))", ctype(t), x), code, ind);
         return define(t, fmt::format("static_cast<{}>({})", ctype(t), x), code, ind);
       }
