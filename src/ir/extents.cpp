@@ -172,7 +172,6 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
       bool active = restrict_box(kern, acc.constraints, sizes, sub);
       if (!active) continue;
       Box need;
-      std::vector<ConcreteExtents::TablePath> paths;
       for (const DimAccess& d : acc.dims) {
         std::int64_t lo = 0, hi = 0;
         switch (d.kind) {
@@ -187,12 +186,10 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
             lo = d.min_offset;
             hi = size_symbol(sizes, d.dim) + d.max_offset;
             const int r = d.hops.empty() ? -1 : sub.axis(d.root);
-            if (r < 0) break;
-            const ConcreteExtents::TablePath path{static_cast<int>(need.dims.size()), d.hops, sub.lo[r] + d.root_min,
-                                                  sub.hi[r] + d.root_max, d.min_offset, d.max_offset};
-            if (!resolve) {
-              paths.push_back(path);
-            } else if (const auto range = resolve(path)) {
+            if (r < 0 || !resolve) break;  // any index of the dimension
+            const ConcreteExtents::TablePath path{d.hops, sub.lo[r] + d.root_min, sub.hi[r] + d.root_max,
+                                                  d.min_offset, d.max_offset};
+            if (const auto range = resolve(path)) {
               std::tie(lo, hi) = *range;
             } else {
               active = false;  // the tables lead nowhere: nothing is read
@@ -217,7 +214,7 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
       if (t >= 0) {
         unite(out.transient_boxes[t], need);
       } else {
-        out.kernel_reads.push_back({acc.buffer, k, need, std::move(paths)});
+        out.kernel_reads.push_back({acc.buffer, k, need});
         auto it = out.param_reads.find(acc.buffer);
         if (it == out.param_reads.end()) {
           const Param* p = s.program.find(acc.buffer);

@@ -127,10 +127,9 @@ struct ConcreteExtents {
   std::vector<Box> kernel_domains;         // per kernel: the loop box
   std::vector<Box> transient_boxes;        // per transient: the box it must cover
   std::map<std::string, Box> param_reads;  // per field parameter: the box the call reads
-  // A table-indexed axis of a read, resolved against the tables' contents when a call is bound:
-  // the box has the bounding range of every index the dimension has (sizes alone say no more).
+  // A table-indexed read, resolved against the tables' contents when a call is bound (without
+  // them, the read's box has every index of the dimension: sizes alone say no more).
   struct TablePath {
-    int axis;                       // of the read's box
     std::vector<TableHop> hops;
     std::int64_t row_lo, row_hi;    // rows of the first table
     std::int64_t min_offset, max_offset;  // added to the index the last hop finds
@@ -139,7 +138,6 @@ struct ConcreteExtents {
     std::string param;
     int kernel;
     Box box;
-    std::vector<TablePath> paths;
   };
   std::vector<KernelRead> kernel_reads;  // the same per kernel, for messages naming the call
   struct TableRows {

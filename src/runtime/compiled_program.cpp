@@ -305,7 +305,7 @@ void CompiledProgram::Impl::check_reads() {
   // rows the call reads (call_extents), as the reference does point by point. They are checked
   // when a call binds new tables (or sizes), not on every call: tables are the model's static
   // mesh description.
-  for (const auto& [name, k, need, paths] : call_extents.kernel_reads) {
+  for (const auto& [name, k, need] : call_extents.kernel_reads) {
     const Field& f = *binding.bound.fields[p.index_of(name)];
     for (std::size_t a = 0; a < need.dims.size(); ++a) {
       if (need.hi[a] <= need.lo[a]) continue;
