@@ -198,8 +198,14 @@ class CaseRunner {
       return std::nullopt;  // the good call itself is malformed: nothing to size
     }
     std::size_t bytes = 0;
-    for (const WorkspaceRequirement& r : probe.workspace_requirements(sizes))
-      if (r.device == Device::cpu) bytes = r.bytes;
+    try {
+      for (const WorkspaceRequirement& r : probe.workspace_requirements(sizes))
+        if (r.device == Device::cpu) bytes = r.bytes;
+    } catch (const Error&) {
+      // No plan at these sizes (e.g. a scan read outside its swept range): the calls of the other
+      // modes raise the same error, and are compared with the reference's rejection.
+      return std::nullopt;
+    }
     auto fence = std::make_unique<testing_support::GuardedWorkspace>(bytes);
     CompileOptions o = options(TransientMemoryMode::external, threads);
     o.memory.external_workspace[Device::cpu] = fence->workspace();
