@@ -98,6 +98,16 @@ template <class T> inline T ff_pow(T a, T b) {
 #endif
   return static_cast<T>(std::pow(a, b));
 }
+/* The argument of a libm call (exp, sin, tanh, ...), hidden from the optimizer: GCC folds such calls
+ * on constants exactly (MPFR), where libm may be an ulp off, and rewrites some compositions even
+ * without -ffast-math (sin(atan(x)) becomes x / sqrt(x * x + 1)). The reference calls libm on each
+ * value, so generated code must too. These calls are not vectorised anyway; the barrier is free. */
+template <class T> inline T ff_libm_arg(T v) {
+#if defined(__GNUC__)
+  __asm__("" : "+m"(v));
+#endif
+  return v;
+}
 /* Integer floor division and modulo with Python's (GT4Py's) semantics: the quotient rounds toward
  * minus infinity and the remainder has the sign of the divisor, so a == b * (a // b) + a % b. By
  * zero both give 0, like ff_div; INT_MIN // -1 wraps to INT_MIN and INT_MIN % -1 is 0 (C++'s own

@@ -123,6 +123,31 @@ TEST(FuzzRegressions, PowerWithConstantExponentIsPow) {
   }
 }
 
+// Fuzzer seed 970339 (shrunk): sin(arctan(x)). GCC rewrites the composition into
+// x / sqrt(x * x + 1) even without -ffast-math, which is an ulp off libm's sin(atan(x)) for some x.
+// Fuzzer seed 970550 (shrunk): tanh of a float32 constant. GCC folds it exactly (MPFR) where
+// glibc's tanhf, which the reference calls, is an ulp off: tanh(0.625f).
+TEST(FuzzRegressions, LibmCallsAreNeitherFoldedNorRewritten) {
+  const Dimension J = horizontal_dim("J");
+  ProgramBuilder pb("libm_calls");
+  auto a = pb.field("a", {I, J, K}, DType::float64);
+  auto o = pb.field("o", {I, J, K}, DType::float64), t = pb.field("t", {I, J, K}, DType::float64);
+  pb.call("s", make_tuple({sin(arctan(a)), a * 0.0 + astype(tanh(Expr::literal(Scalar(1.25f)) * Expr::literal(Scalar(0.5f))), DType::float64)}),
+          {o, t}, {{I, 0, 9}, {J, 0, 9}, {K, 0, 9}});
+  const ir::Program p = pb.build();
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+    Field fa({I, J, K}, DType::float64, {9, 9, 9}, {}, layout);
+    for (std::int64_t i = 0; i < fa.size(); ++i) fa.set_from_double(i, 10.0 + 0.37 * static_cast<double>(i));
+    Field r({I, J, K}, DType::float64, {9, 9, 9}, {}, layout), c = r.clone(), rt = r.clone(), ct = r.clone();
+    run_reference(p, Arguments().field("a", fa).field("o", r).field("t", rt));
+    compile(p, testing_support::cpu_options(layout))(Arguments().field("a", fa).field("o", c).field("t", ct));
+    volatile float x = 0.625f;  // keeps this test's own compiler from folding tanh too
+    EXPECT_EQ(rt.at<double>({0, 0, 0}), static_cast<double>(std::tanh(static_cast<float>(x))));  // libm
+    EXPECT_TRUE(same_bits(r, c, "o")) << to_string(layout);
+    EXPECT_TRUE(same_bits(rt, ct, "t")) << to_string(layout);
+  }
+}
+
 // Fuzzer seed 500462 (shrunk): a reduction over V2E inside the operand of another reduction over
 // V2E (the inner result, over [Vertex, K], is promoted back to the local field the outer one
 // reduces). The inner slot shadows the outer one; the compiler stopped with an internal error.

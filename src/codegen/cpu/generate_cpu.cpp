@@ -579,15 +579,25 @@ class KernelEmitter {
       case ir::UnaryOp::neg: return fl ? fmt::format("(-{})", a) : fmt::format("fieldflow::abi::ff_neg({})", a);
       case ir::UnaryOp::logical_not: return fmt::format("(!{})", a);
       case ir::UnaryOp::abs: return fl ? fmt::format("std::abs({})", a) : fmt::format("fieldflow::abi::ff_iabs({})", a);
-      case ir::UnaryOp::arcsin: return fmt::format("std::asin({})", a);
-      case ir::UnaryOp::arccos: return fmt::format("std::acos({})", a);
-      case ir::UnaryOp::arctan: return fmt::format("std::atan({})", a);
-      case ir::UnaryOp::gamma: return fmt::format("std::tgamma({})", a);
       case ir::UnaryOp::isnan:
       case ir::UnaryOp::isinf:
       case ir::UnaryOp::isfinite: return fmt::format("static_cast<bool>(std::{}({}))", to_string(e.uop), a);
-      default: return fmt::format("std::{}({})", to_string(e.uop), a);
+      // Exactly rounded in IEEE arithmetic: folding or vectorising them cannot change a bit.
+      case ir::UnaryOp::sqrt:
+      case ir::UnaryOp::floor:
+      case ir::UnaryOp::ceil:
+      case ir::UnaryOp::trunc: return fmt::format("std::{}({})", to_string(e.uop), a);
+      default: break;
     }
+    // A libm function, whose result may differ by an ulp from the exact one: the argument is hidden
+    // from the optimizer, which would fold constant arguments exactly (tanh(0.625f)) and rewrite
+    // compositions (sin(atan(x)) into x / sqrt(x * x + 1)), while the reference calls libm.
+    const std::string_view name = e.uop == ir::UnaryOp::arcsin   ? "asin"
+                                  : e.uop == ir::UnaryOp::arccos ? "acos"
+                                  : e.uop == ir::UnaryOp::arctan ? "atan"
+                                  : e.uop == ir::UnaryOp::gamma  ? "tgamma"
+                                                                 : to_string(e.uop);
+    return fmt::format("std::{}(fieldflow::abi::ff_libm_arg({}))", name, a);
   }
 
   static std::string binary(const Expr& e, const std::string& a, const std::string& b) {
