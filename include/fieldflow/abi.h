@@ -8,7 +8,7 @@
 #define FIELDFLOW_ABI_H
 #include <stdint.h>
 
-#define FF_ABI_VERSION 3
+#define FF_ABI_VERSION 4
 #define FF_MAX_DIMS 8
 
 typedef struct ff_buffer {
@@ -21,8 +21,10 @@ typedef struct ff_buffer {
 } ff_buffer;
 
 typedef struct ff_table {
-  const int32_t* data; /* row-major [n_source][max_neighbors], -1 = missing */
+  const int32_t* data;     /* entry (i, n) at data[i * source_stride + n * neighbor_stride], -1 = missing */
   int64_t n_source;
+  int64_t source_stride;   /* entries; max_neighbors for a row-major (C) table, 1 for Fortran order */
+  int64_t neighbor_stride; /* entries; 1 for a row-major table, n_source for Fortran order */
 } ff_table;
 
 typedef struct ff_scalar {

@@ -3,6 +3,7 @@
 // creates and passes to a program. Light on purpose: generated code never includes this header.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -54,16 +55,32 @@ Connectivity make_connectivity(std::string name, Dimension source, Dimension tar
 // Which dimension is unit-stride. Part of a compiled variant and checked at call time.
 //  vertical_fastest:   horizontal dims slowest (declaration order), then local, then vertical.
 //  horizontal_fastest: vertical slowest, then local, then horizontal dims, the first one fastest.
-enum class Layout : std::uint8_t { vertical_fastest, horizontal_fastest };
+//  any:                compiled programs only: every stride is read at run time, so fields of any
+//                      stride order are accepted (slower: no unit-stride vector loads). A Field
+//                      itself always has a concrete layout.
+enum class Layout : std::uint8_t { vertical_fastest, horizontal_fastest, any };
 std::string_view to_string(Layout l);
 Layout parse_layout(std::string_view name);
 
-// A host field: a dense box [origin, origin + shape) per dimension, 64-byte aligned storage,
-// zero-initialised. Indices given to at() are absolute (origin included), in `dims` order.
+// A host field: a box [origin, origin + shape) per dimension. Either owned (dense, 64-byte aligned,
+// zero-initialised) or a view over the caller's memory (Field::view). Indices given to at() are
+// absolute (origin included), in `dims` order.
 class Field {
  public:
   Field(std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t> shape,
         std::vector<std::int64_t> origin = {}, Layout layout = Layout::vertical_fastest);
+  // A view over caller memory: no copy, no ownership; the caller keeps `data` alive while the view
+  // is used. `strides` are in elements, one per dim in `dims` order, >= 0, in any order and with
+  // any padding (C row-major, Fortran column-major, padded rows); a stride 0 repeats an input
+  // along that dimension (outputs must not overlap themselves: checked per call). Throws
+  // ArgumentError for null data with a non-empty shape, data misaligned for the dtype, negative
+  // strides, or counts that do not match `dims`. bool fields are 1-byte host booleans.
+  static Field view(void* data, std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t> shape,
+                    std::vector<std::int64_t> strides, std::vector<std::int64_t> origin = {});
+  bool is_view() const { return view_; }
+  // Views only: the same view over other memory (a model's next time level), allocating nothing.
+  // Same checks as view(); throws ArgumentError for an owning field.
+  void set_view_data(void* data);
   Field(Field&&) noexcept = default;
   Field& operator=(Field&&) noexcept = default;
   Field(const Field&) = delete;
@@ -78,6 +95,11 @@ class Field {
   Layout layout() const { return layout_; }
   std::int64_t size() const { return size_; }  // number of elements
   std::size_t bytes() const { return static_cast<std::size_t>(size_) * size_of(dtype_); }
+  // Bytes from data() to the end of the last element: bytes() for a dense field, more for a view
+  // with padding, less with stride-0 dimensions. 0 for an empty field.
+  std::size_t span_bytes() const;
+  // True if no two indices of the box share an element (what an output needs).
+  bool elements_distinct() const;
   void* data() { return data_.get(); }
   const void* data() const { return data_.get(); }
   int axis_of(const Dimension& d) const;  // -1 if absent
@@ -96,20 +118,28 @@ class Field {
   template <class T> T* data_as() { check_type(dtype_of_v<T>); return static_cast<T*>(data()); }
   template <class T> const T* data_as() const { check_type(dtype_of_v<T>); return static_cast<const T*>(data()); }
 
-  // Element as double / set from double (any dtype), by linear offset. For tests and tools.
+  // Element as double / set from double (any dtype), by element offset from data() (offset_of).
   double get_as_double(std::int64_t linear) const;
   void set_from_double(std::int64_t linear, double v);
-  void fill(double v);
+  void fill(double v);  // every element of the box (a view's padding is left alone)
+  // Element-wise copy from a field with the same dims, dtype and box (any strides, views too).
+  void copy_values_from(const Field& other);
+  // Calls visit with every absolute index of the box, the last dimension fastest.
+  void for_each_index(const std::function<void(const std::vector<std::int64_t>&)>& visit) const;
   std::string describe() const;  // e.g. "float64[I=0..10, J=0..10, K=0..5]"
 
  private:
+  Field() = default;
   void check_type(DType requested) const;
+  void check_shape_and_origin();
+  void check_view_data(void* data) const;
   std::vector<Dimension> dims_;
-  DType dtype_;
+  DType dtype_ = DType::float64;
   std::vector<std::int64_t> shape_, origin_, strides_;
-  Layout layout_;
+  Layout layout_ = Layout::vertical_fastest;
   std::int64_t size_ = 0;
-  std::shared_ptr<std::byte> data_;
+  bool view_ = false;
+  std::shared_ptr<std::byte> data_;  // a view holds no owner (aliasing constructor: no allocation)
 };
 
 // A typed scalar value (scalar program parameters, literals, scan init values).

@@ -59,16 +59,35 @@
 
 namespace fieldflow {
 
-// An int32 neighbour table, row-major [n_source][max_neighbors], -1 = skipped.
+// An int32 neighbour table [n_source][max_neighbors], -1 = skipped. Either owned (`data`,
+// row-major) or a view over caller memory (NeighborTable::view) with any strides.
 struct NeighborTable {
   std::string name;            // "E2V", "C2E2CO", ...
   std::string source, target;  // "Edge", "Vertex", "Cell"
   std::int64_t n_source = 0, n_target = 0;
   int max_neighbors = 0;
-  std::vector<std::int32_t> data;
+  std::vector<std::int32_t> data;  // owned entries, row-major; empty for a view
 
-  std::int32_t operator()(std::int64_t i, int n) const { return data[i * max_neighbors + n]; }
+  // A view: entry (i, n) is entries[i * source_stride + n * neighbor_stride]; no copy, the caller
+  // keeps the memory alive. C order [n_source][max_neighbors]: (max_neighbors, 1); Fortran order
+  // (n_source, max_neighbors): (1, n_source). Throws ConnectivityError for null entries with a
+  // non-empty shape, misaligned entries, negative sizes or strides.
+  static NeighborTable view(std::string name, std::string source, std::string target, std::int64_t n_source,
+                            std::int64_t n_target, int max_neighbors, const std::int32_t* entries,
+                            std::int64_t source_stride, std::int64_t neighbor_stride);
+  bool is_view() const { return view_entries_ != nullptr; }
+
+  const std::int32_t* entries() const { return view_entries_ ? view_entries_ : data.data(); }
+  std::int64_t source_stride() const { return view_entries_ ? source_stride_ : max_neighbors; }
+  std::int64_t neighbor_stride() const { return view_entries_ ? neighbor_stride_ : 1; }
+  std::int32_t operator()(std::int64_t i, int n) const {
+    return entries()[i * source_stride() + static_cast<std::int64_t>(n) * neighbor_stride()];
+  }
   bool has_skip_values() const;  // any entry == -1
+
+ private:
+  const std::int32_t* view_entries_ = nullptr;
+  std::int64_t source_stride_ = 0, neighbor_stride_ = 0;
 };
 
 struct Mesh {

@@ -38,9 +38,9 @@ CompiledProgram compile(const ir::Program& program, const CompileOptions& option
   if (static_cast<unsigned>(options.backend) > static_cast<unsigned>(Backend::cpu))
     throw OptionError(fmt::format("program '{}': backend {} is not a backend: expected reference (0) or cpu (1)",
                                   program.name, static_cast<unsigned>(options.backend)));
-  if (static_cast<unsigned>(options.layout) > static_cast<unsigned>(Layout::horizontal_fastest))
-    throw OptionError(fmt::format("program '{}': layout {} is not a layout: expected vertical_fastest (0) or "
-                                  "horizontal_fastest (1)", program.name, static_cast<unsigned>(options.layout)));
+  if (static_cast<unsigned>(options.layout) > static_cast<unsigned>(Layout::any))
+    throw OptionError(fmt::format("program '{}': layout {} is not a layout: expected vertical_fastest (0), "
+                                  "horizontal_fastest (1) or any (2)", program.name, static_cast<unsigned>(options.layout)));
   if (options.num_threads < 0)
     throw OptionError(fmt::format("program '{}': num_threads must be >= 0 (0: OpenMP default), given {}",
                                   program.name, options.num_threads));

@@ -58,18 +58,18 @@ void check_table(const Program& p, const Param& prm, const NeighborTable& t, boo
     throw ConnectivityError(fmt::format("program '{}': connectivity '{}' maps {} to {}, given table '{}' from {} to {}",
                                         p.name, prm.name, c.source.name, c.target.name, t.name, t.source, t.target));
   if (t.n_source < 0 || t.n_target < 0 ||
-      static_cast<std::int64_t>(t.data.size()) != t.n_source * static_cast<std::int64_t>(t.max_neighbors))
+      (!t.is_view() && static_cast<std::int64_t>(t.data.size()) != t.n_source * static_cast<std::int64_t>(t.max_neighbors)))
     throw ConnectivityError(fmt::format("program '{}': connectivity '{}' table '{}' should hold {} x {} = {} "
                                         "entries, given {}", p.name, prm.name, t.name, t.n_source, t.max_neighbors,
                                         t.n_source * t.max_neighbors, t.data.size()));
   if (!check_indices) return;
-  for (std::size_t i = 0; i < t.data.size(); ++i) {
-    const std::int32_t v = t.data[i];
-    if (v != -1 && (v < 0 || v >= t.n_target))
-      throw ConnectivityError(fmt::format("program '{}': connectivity '{}' entry ({}, {}) is {}, expected -1 "
-                                          "(skipped) or an index in [0, {})", p.name, prm.name,
-                                          i / t.max_neighbors, i % t.max_neighbors, v, t.n_target));
-  }
+  for (std::int64_t i = 0; i < t.n_source; ++i)
+    for (int n = 0; n < t.max_neighbors; ++n) {
+      const std::int32_t v = t(i, n);
+      if (v != -1 && (v < 0 || v >= t.n_target))
+        throw ConnectivityError(fmt::format("program '{}': connectivity '{}' entry ({}, {}) is {}, expected -1 "
+                                            "(skipped) or an index in [0, {})", p.name, prm.name, i, n, v, t.n_target));
+    }
 }
 
 BoundCall bind_arguments(const Program& p, const Arguments& args, bool check_table_indices) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <functional>
 
 #include "fieldflow/abi.h"
 #include "fieldflow/errors.h"
@@ -36,13 +37,19 @@ Connectivity make_connectivity(std::string name, Dimension source, Dimension tar
 }
 
 std::string_view to_string(Layout l) {
-  return l == Layout::vertical_fastest ? "vertical_fastest" : "horizontal_fastest";
+  switch (l) {
+    case Layout::vertical_fastest: return "vertical_fastest";
+    case Layout::horizontal_fastest: return "horizontal_fastest";
+    case Layout::any: return "any";
+  }
+  return "?";
 }
 
 Layout parse_layout(std::string_view name) {
   if (name == "vertical_fastest") return Layout::vertical_fastest;
   if (name == "horizontal_fastest") return Layout::horizontal_fastest;
-  throw ArgumentError(fmt::format("unknown layout '{}': expected vertical_fastest or horizontal_fastest", name));
+  if (name == "any") return Layout::any;
+  throw ArgumentError(fmt::format("unknown layout '{}': expected vertical_fastest, horizontal_fastest or any", name));
 }
 
 namespace {
@@ -57,10 +64,7 @@ int layout_rank(const Dimension& d, int position, int ndims, Layout layout) {
 
 }  // namespace
 
-Field::Field(std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t> shape,
-             std::vector<std::int64_t> origin, Layout layout)
-    : dims_(std::move(dims)), dtype_(dtype), shape_(std::move(shape)), origin_(std::move(origin)),
-      layout_(layout) {
+void Field::check_shape_and_origin() {
   const int n = static_cast<int>(dims_.size());
   if (static_cast<int>(shape_.size()) != n)
     throw ArgumentError(fmt::format("field: expected {} extents (one per dimension), given {}", n, shape_.size()));
@@ -74,6 +78,18 @@ Field::Field(std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t>
       if (dims_[a].name == dims_[b].name)
         throw DimensionError(fmt::format("field: dimension {} given twice", dims_[a].name));
   }
+}
+
+Field::Field(std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t> shape,
+             std::vector<std::int64_t> origin, Layout layout)
+    : dims_(std::move(dims)), dtype_(dtype), shape_(std::move(shape)), origin_(std::move(origin)),
+      layout_(layout) {
+  if (layout_ != Layout::vertical_fastest && layout_ != Layout::horizontal_fastest)
+    throw ArgumentError(fmt::format("field: expected layout vertical_fastest or horizontal_fastest (a field's memory "
+                                    "has one stride order; 'any' is for compiled programs), given {}",
+                                    static_cast<unsigned>(layout_)));
+  check_shape_and_origin();
+  const int n = static_cast<int>(dims_.size());
   // Strides: order axes from fastest to slowest per the layout.
   std::vector<int> order(n);
   for (int a = 0; a < n; ++a) order[a] = a;
@@ -95,10 +111,115 @@ Field::Field(std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t>
   data_ = std::shared_ptr<std::byte>(p, [](std::byte* q) { std::free(q); });
 }
 
+Field Field::view(void* data, std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t> shape,
+                  std::vector<std::int64_t> strides, std::vector<std::int64_t> origin) {
+  Field f;
+  f.dims_ = std::move(dims);
+  f.dtype_ = dtype;
+  f.shape_ = std::move(shape);
+  f.origin_ = std::move(origin);
+  f.view_ = true;
+  f.check_shape_and_origin();
+  const std::size_t n = f.dims_.size();
+  if (strides.size() != n)
+    throw ArgumentError(fmt::format("field view: expected {} strides (one per dimension), given {}", n, strides.size()));
+  for (std::size_t a = 0; a < n; ++a)
+    if (strides[a] < 0)
+      throw ArgumentError(fmt::format("field view: stride along {} must be >= 0 elements, given {}", f.dims_[a].name,
+                                      strides[a]));
+  f.strides_ = std::move(strides);
+  f.size_ = 1;
+  for (std::int64_t e : f.shape_) f.size_ *= e;
+  // The layout a dense field with these strides would have: vertical_fastest unless a horizontal
+  // dimension is the unit-stride one (informational; compiled programs check strides themselves).
+  f.layout_ = Layout::vertical_fastest;
+  for (std::size_t a = 0; a < n; ++a)
+    if (f.dims_[a].kind == DimKind::horizontal && f.strides_[a] == 1 && f.shape_[a] > 1)
+      f.layout_ = Layout::horizontal_fastest;
+  f.set_view_data(data);
+  return f;
+}
+
+void Field::check_view_data(void* data) const {
+  if (!data && size_ > 0)
+    throw ArgumentError(fmt::format("field view {}: data is null but the shape holds {} elements", describe(), size_));
+  if (reinterpret_cast<std::uintptr_t>(data) % size_of(dtype_) != 0)
+    throw ArgumentError(fmt::format("field view {}: data {} is misaligned for {}: expected a multiple of {} bytes",
+                                    describe(), data, to_string(dtype_), size_of(dtype_)));
+}
+
+void Field::set_view_data(void* data) {
+  if (!view_)
+    throw ArgumentError(fmt::format("field {}: set_view_data needs a view (Field::view), this field owns its memory",
+                                    describe()));
+  check_view_data(data);
+  // Aliasing constructor with an empty owner: a non-owning pointer, no control block allocated.
+  data_ = std::shared_ptr<std::byte>(std::shared_ptr<std::byte>(), static_cast<std::byte*>(data));
+}
+
+std::size_t Field::span_bytes() const {
+  if (size_ == 0) return 0;
+  std::int64_t last = 0;
+  for (std::size_t a = 0; a < shape_.size(); ++a) last += (shape_[a] - 1) * strides_[a];
+  return static_cast<std::size_t>(last + 1) * size_of(dtype_);
+}
+
+bool Field::elements_distinct() const {
+  // Sorted by stride, each stride must step over the whole extent of the faster ones.
+  std::vector<std::size_t> axes;
+  for (std::size_t a = 0; a < shape_.size(); ++a)
+    if (shape_[a] > 1) axes.push_back(a);
+  std::sort(axes.begin(), axes.end(), [&](std::size_t x, std::size_t y) { return strides_[x] < strides_[y]; });
+  std::int64_t covered = 1;  // elements spanned by the faster axes
+  for (std::size_t a : axes) {
+    if (strides_[a] < covered) return false;
+    covered = strides_[a] * shape_[a];
+  }
+  return true;
+}
+
 Field Field::clone() const {
   Field f(dims_, dtype_, shape_, origin_, layout_);
-  std::memcpy(f.data(), data(), bytes());
+  if (!view_) {
+    std::memcpy(f.data(), data(), bytes());
+    return f;
+  }
+  for_each_index([&](const std::vector<std::int64_t>& index) {
+    std::memcpy(static_cast<std::byte*>(f.data()) + f.offset_of(index) * size_of(dtype_),
+                static_cast<const std::byte*>(data()) + offset_of(index) * size_of(dtype_), size_of(dtype_));
+  });
   return f;
+}
+
+void Field::copy_values_from(const Field& other) {
+  if (other.dims_ != dims_ || other.shape_ != shape_ || other.origin_ != origin_ || other.dtype_ != dtype_)
+    throw ArgumentError(fmt::format("field {}: cannot copy values from {}, which has another box or dtype", describe(),
+                                    other.describe()));
+  if (!view_ && !other.view_ && strides_ == other.strides_) {
+    std::memcpy(data(), other.data(), bytes());
+    return;
+  }
+  for_each_index([&](const std::vector<std::int64_t>& index) {
+    std::memcpy(static_cast<std::byte*>(data()) + offset_of(index) * size_of(dtype_),
+                static_cast<const std::byte*>(other.data()) + other.offset_of(index) * size_of(dtype_),
+                size_of(dtype_));
+  });
+}
+
+void Field::for_each_index(const std::function<void(const std::vector<std::int64_t>&)>& visit) const {
+  if (size_ == 0) return;
+  std::vector<std::int64_t> index(origin_);
+  while (true) {
+    visit(index);
+    std::size_t a = index.size();
+    while (a > 0) {
+      --a;
+      if (++index[a] < origin_[a] + shape_[a]) break;
+      index[a] = origin_[a];
+      if (a == 0) return;
+    }
+    if (index.empty()) return;
+  }
 }
 
 int Field::axis_of(const Dimension& d) const {
@@ -153,7 +274,11 @@ void Field::set_from_double(std::int64_t i, double v) {
 }
 
 void Field::fill(double v) {
-  for (std::int64_t i = 0; i < size_; ++i) set_from_double(i, v);
+  if (!view_) {
+    for (std::int64_t i = 0; i < size_; ++i) set_from_double(i, v);
+    return;
+  }
+  for_each_index([&](const std::vector<std::int64_t>& index) { set_from_double(offset_of(index), v); });
 }
 
 std::string Field::describe() const {

@@ -82,7 +82,8 @@ std::vector<Dimension> kernel_loop_dims(const ir::Schedule& s, const ir::Kernel&
 }
 
 Dimension unit_stride_dim(const std::vector<Dimension>& dims, Layout layout) {
-  if (dims.empty()) return Dimension{"", DimKind::horizontal};  // a single value: no stride at all
+  // A single value has no stride at all; Layout::any reads every stride at run time.
+  if (dims.empty() || layout == Layout::any) return Dimension{"", DimKind::horizontal};
   return layout == Layout::vertical_fastest ? dims.back() : dims.front();
 }
 

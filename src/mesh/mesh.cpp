@@ -1,6 +1,7 @@
 #include "fieldflow/mesh.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -8,8 +9,41 @@
 
 namespace fieldflow {
 
+NeighborTable NeighborTable::view(std::string name, std::string source, std::string target, std::int64_t n_source,
+                                  std::int64_t n_target, int max_neighbors, const std::int32_t* entries,
+                                  std::int64_t source_stride, std::int64_t neighbor_stride) {
+  if (n_source < 0 || n_target < 0 || max_neighbors <= 0)
+    throw ConnectivityError(fmt::format("table view '{}': expected n_source >= 0, n_target >= 0 and max_neighbors > 0, "
+                                        "given {}, {} and {}", name, n_source, n_target, max_neighbors));
+  if (source_stride < 0 || neighbor_stride < 0)
+    throw ConnectivityError(fmt::format("table view '{}': strides must be >= 0 entries, given source stride {} and "
+                                        "neighbour stride {}", name, source_stride, neighbor_stride));
+  if (!entries && n_source > 0)
+    throw ConnectivityError(fmt::format("table view '{}': entries are null but the table has {} x {} of them", name,
+                                        n_source, max_neighbors));
+  if (reinterpret_cast<std::uintptr_t>(entries) % alignof(std::int32_t) != 0)
+    throw ConnectivityError(fmt::format("table view '{}': entries {} are misaligned for int32: expected a multiple of "
+                                        "{} bytes", name, static_cast<const void*>(entries), alignof(std::int32_t)));
+  NeighborTable t;
+  t.name = std::move(name);
+  t.source = std::move(source);
+  t.target = std::move(target);
+  t.n_source = n_source;
+  t.n_target = n_target;
+  t.max_neighbors = max_neighbors;
+  // A table with no rows still needs a non-null pointer to be recognised as a view.
+  static const std::int32_t no_entries = -1;
+  t.view_entries_ = entries ? entries : &no_entries;
+  t.source_stride_ = source_stride;
+  t.neighbor_stride_ = neighbor_stride;
+  return t;
+}
+
 bool NeighborTable::has_skip_values() const {
-  return std::find(data.begin(), data.end(), std::int32_t{-1}) != data.end();
+  for (std::int64_t i = 0; i < n_source; ++i)
+    for (int n = 0; n < max_neighbors; ++n)
+      if ((*this)(i, n) == -1) return true;
+  return false;
 }
 
 const NeighborTable& Mesh::table(const std::string& table_name) const {

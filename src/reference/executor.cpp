@@ -397,7 +397,7 @@ void run_reference(const ir::Program& program, const Arguments& args) {
   Interpreter interp(program, call, work);
   for (const auto& st : program.stmts) interp.run_stmt(st);
   for (std::size_t c = 0; c < copied.size(); ++c)
-    std::memcpy(call.fields[copied[c]]->data(), copies[c].data(), copies[c].bytes());
+    call.fields[copied[c]]->copy_values_from(copies[c]);  // element-wise: a view's padding stays the caller's
 }
 
 }  // namespace fieldflow

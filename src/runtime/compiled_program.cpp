@@ -3,10 +3,12 @@
 #include "runtime/compiled_program.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 #include <thread>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include "fieldflow/errors.h"
@@ -26,6 +28,17 @@ Backend parse_backend(std::string_view name) {
 
 namespace {
 
+// What a binding remembers of a table besides its address: a changed shape or stride means the
+// table must be checked again. A fixed-size array, so comparing on the fast path allocates nothing.
+std::array<std::int64_t, 6> table_shape(const NeighborTable& t) {
+  return {t.n_source, t.n_target, t.max_neighbors, t.source_stride(), t.neighbor_stride(),
+          static_cast<std::int64_t>(t.data.size())};
+}
+bool same_table_shape(const NeighborTable& t, const std::vector<std::int64_t>& remembered) {
+  const auto now = table_shape(t);
+  return std::equal(now.begin(), now.end(), remembered.begin(), remembered.end());
+}
+
 // Location sizes from the neighbour tables; two tables disagreeing on a location is an error.
 void add_location_sizes(const ir::Program& p, const std::vector<const NeighborTable*>& tables, SizeMap& sizes) {
   for (std::size_t i = 0; i < p.params.size(); ++i) {
@@ -40,6 +53,29 @@ void add_location_sizes(const ir::Program& p, const std::vector<const NeighborTa
                                             "table says {}", p.name, c.name, dim.name, n, it->second));
     }
   }
+}
+
+// Generated code assumes outputs do not alias other fields (restrict pointers) nor themselves.
+// Whether an output's own elements are distinct depends on its shape and strides only: checked
+// when they were bound (`strides_changed`), not when only the memory moved.
+void check_output_aliasing(const ir::Program& p, const std::vector<Field*>& fields, bool strides_changed) {
+  for (const auto& st : p.stmts)
+    for (const auto& out : st.outputs) {
+      const int o = p.index_of(out);
+      const Field& of = *fields[o];
+      if (strides_changed && !of.elements_distinct())
+        throw ArgumentError(fmt::format("program '{}': output '{}' ({}) has strides [{}] under which several indices "
+                                        "share an element; an output needs distinct elements", p.name, out,
+                                        of.describe(), fmt::join(of.strides(), ", ")));
+      const auto* ob = static_cast<const std::byte*>(of.data());
+      for (std::size_t i = 0; i < fields.size(); ++i) {
+        if (static_cast<int>(i) == o || !fields[i]) continue;
+        const auto* ib = static_cast<const std::byte*>(fields[i]->data());
+        if (ob < ib + fields[i]->span_bytes() && ib < ob + of.span_bytes())
+          throw ArgumentError(fmt::format("program '{}': output '{}' and argument '{}' share memory; pass one field "
+                                          "as an in/out argument instead", p.name, out, p.params[i].name));
+      }
+    }
 }
 
 ff_buffer describe_field(const Field& f, const std::vector<Dimension>& canonical) {
@@ -113,24 +149,40 @@ CompiledProgram::Impl::SizedPlan CompiledProgram::Impl::plan_for(const SizeMap& 
   return out;
 }
 
-bool CompiledProgram::Impl::same_structure(const Arguments& args) const {
-  if (!binding.valid || args.entries().size() != binding.names.size()) return false;
+// Compared with the last bound call: the same arguments (Field and table objects, shapes, origins,
+// strides, table entries) need no checks at all; the same ones with fields over other memory (a
+// model's time levels, Field::set_view_data) need only the pointers and the aliasing check, which
+// allocate nothing; anything else is bound and checked from scratch.
+CompiledProgram::Impl::Change CompiledProgram::Impl::what_changed(const Arguments& args) const {
+  if (!binding.valid || args.entries().size() != binding.names.size()) return Change::everything;
+  Change change = Change::nothing;
   for (std::size_t i = 0; i < binding.names.size(); ++i) {
     const auto& e = args.entries()[i];
-    if (e.name != binding.names[i]) return false;
+    if (e.name != binding.names[i]) return Change::everything;
     const int p = binding.param_of_entry[i];
     if (e.kind == Arguments::Entry::Kind::field) {
-      if (e.field->data() != binding.data[p] || e.field->shape() != binding.shape[p] ||
-          e.field->origin() != binding.origin[p] || e.field->strides() != binding.strides[p] ||
-          e.field != binding.bound.fields[p])
-        return false;
+      if (e.field != binding.bound.fields[p] || e.field->shape() != binding.shape[p] ||
+          e.field->origin() != binding.origin[p] || e.field->strides() != binding.strides[p])
+        return Change::everything;
+      if (e.field->data() != binding.data[p]) change = Change::field_data;
     } else if (e.kind == Arguments::Entry::Kind::connectivity) {
-      if (e.table != binding.bound.tables[p] || e.table->data.data() != binding.data[p] ||
-          static_cast<std::int64_t>(e.table->data.size()) != binding.shape[p][0])
-        return false;
+      // Other table entries: checked again (indices, and the reads they resolve).
+      if (e.table != binding.bound.tables[p] || e.table->entries() != binding.data[p] ||
+          !same_table_shape(*e.table, binding.shape[p]))
+        return Change::everything;
     }
   }
-  return true;
+  return change;
+}
+
+void CompiledProgram::Impl::rebind_field_data() {
+  const ir::Program& p = image.program;
+  check_output_aliasing(p, binding.bound.fields, false);
+  for (std::size_t i = 0; i < p.params.size(); ++i)
+    if (const Field* f = binding.bound.fields[i]; f && f->data() != binding.data[i]) {
+      binding.data[i] = f->data();
+      buffers[i].data = const_cast<void*>(f->data());
+    }
 }
 
 void CompiledProgram::Impl::bind(const Arguments& args) {
@@ -139,31 +191,19 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
   ir::BoundCall bound = ir::bind_arguments(p, args, true);
   ir::check_output_domains(p, bound);
   const std::size_t n = p.params.size();
-  // Layout: generated code assumes unit stride along one dimension of every field.
-  for (std::size_t i = 0; i < n; ++i) {
+  // Layout: generated code assumes unit stride along one dimension of every field (none for any).
+  for (std::size_t i = 0; i < n && image.options.layout != Layout::any; ++i) {
     const Field* f = bound.fields[i];
     if (!f || f->dims().empty()) continue;
     const Dimension unit = ir::unit_stride_dim(p.params[i].type.dims, image.options.layout);
     const int axis = f->axis_of(unit);
     if (f->shape()[axis] > 1 && f->strides()[axis] != 1)
       throw LayoutError(fmt::format("program '{}' was compiled for layout {}: field '{}' needs unit stride along {}, "
-                                    "given stride {} (create the field with Layout::{})", p.name,
-                                    to_string(image.options.layout), p.params[i].name, unit.name, f->strides()[axis],
-                                    to_string(image.options.layout)));
+                                    "given stride {} (create the field with Layout::{}, or compile the program for "
+                                    "Layout::any)", p.name, to_string(image.options.layout), p.params[i].name,
+                                    unit.name, f->strides()[axis], to_string(image.options.layout)));
   }
-  // Generated code assumes outputs do not alias other fields (restrict pointers).
-  for (const auto& st : p.stmts)
-    for (const auto& out : st.outputs) {
-      const int o = p.index_of(out);
-      const auto* ob = static_cast<const std::byte*>(bound.fields[o]->data());
-      for (std::size_t i = 0; i < n; ++i) {
-        if (static_cast<int>(i) == o || !bound.fields[i]) continue;
-        const auto* ib = static_cast<const std::byte*>(bound.fields[i]->data());
-        if (ob < ib + bound.fields[i]->bytes() && ib < ob + bound.fields[o]->bytes())
-          throw ArgumentError(fmt::format("program '{}': output '{}' and argument '{}' share memory; pass one field "
-                                          "as an in/out argument instead", p.name, out, p.params[i].name));
-      }
-    }
+  check_output_aliasing(p, bound.fields, true);
   binding.names.clear();
   binding.param_of_entry.clear();
   binding.data.assign(n, nullptr);
@@ -181,9 +221,10 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
       binding.strides[i] = e.field->strides();
       buffers[i] = describe_field(*e.field, p.params[i].type.dims);
     } else if (e.kind == Arguments::Entry::Kind::connectivity) {
-      binding.data[i] = e.table->data.data();
-      binding.shape[i] = {static_cast<std::int64_t>(e.table->data.size())};
-      tables[i] = {e.table->data.data(), e.table->n_source};
+      binding.data[i] = e.table->entries();
+      const auto shape = table_shape(*e.table);
+      binding.shape[i].assign(shape.begin(), shape.end());
+      tables[i] = {e.table->entries(), e.table->n_source, e.table->source_stride(), e.table->neighbor_stride()};
     }
   }
   SizeMap new_sizes = bound.sizes;
@@ -353,13 +394,13 @@ void check_static_scalars(const ir::Program& p, const std::map<std::string, Scal
 void save_outputs(const std::vector<Field*>& outputs, std::vector<std::vector<std::byte>>& saved) {
   if (saved.size() < outputs.size()) saved.resize(outputs.size());
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    saved[i].resize(outputs[i]->bytes());
-    std::memcpy(saved[i].data(), outputs[i]->data(), outputs[i]->bytes());
+    saved[i].resize(outputs[i]->span_bytes());
+    std::memcpy(saved[i].data(), outputs[i]->data(), outputs[i]->span_bytes());
   }
 }
 
 void restore_outputs(const std::vector<Field*>& outputs, const std::vector<std::vector<std::byte>>& saved) {
-  for (std::size_t i = 0; i < outputs.size(); ++i) std::memcpy(outputs[i]->data(), saved[i].data(), outputs[i]->bytes());
+  for (std::size_t i = 0; i < outputs.size(); ++i) std::memcpy(outputs[i]->data(), saved[i].data(), outputs[i]->span_bytes());
 }
 }  // namespace
 
@@ -414,7 +455,11 @@ void CompiledProgram::Impl::call(const Arguments& args) {
 // call) and moves its scalars into place; throws before anything runs.
 void CompiledProgram::Impl::prepare_call(const Arguments& args) {
   const ir::Program& p = image.program;
-  if (!same_structure(args)) bind(args);
+  switch (what_changed(args)) {
+    case Change::nothing: break;
+    case Change::field_data: rebind_field_data(); break;
+    case Change::everything: bind(args); break;
+  }
   // Scalars may change between calls; sizes (and the plan) only when an int scalar changed.
   bool sizes_changed = false;
   for (std::size_t a = 0; a < args.entries().size(); ++a) {

@@ -72,7 +72,9 @@ struct CompiledProgram::Impl {
   std::vector<std::vector<std::byte>> saved_outputs;
 
  private:
-  bool same_structure(const Arguments& args) const;
+  enum class Change { nothing, field_data, everything };
+  Change what_changed(const Arguments& args) const;
+  void rebind_field_data();
   void prepare_call(const Arguments& args);
   void bind(const Arguments& args);
   void resize(const SizeMap& new_sizes);

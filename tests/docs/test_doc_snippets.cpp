@@ -41,6 +41,8 @@ void mirror_upper_half(fieldflow::Field& f, fieldflow::Field& out, int n);
 double advect_at(fieldflow::Field& q, double c, bool upwind, int order, int i);
 void ring(int n, fieldflow::Field& left, fieldflow::Field& lap, fieldflow::Field& pow2, fieldflow::Field& flips,
           fieldflow::Field& x, fieldflow::Field& cube_root, fieldflow::Field& factorial);
+void diffuse_fortran_arrays(double* u, double* scratch, int ni, int nj, int nk, int ld, int steps);
+void edge_gradient(const std::int32_t* e2v, const double* psi, double* grad, int n_vertices, int n_edges);
 
 namespace fieldflow {
 namespace {
@@ -480,6 +482,42 @@ TEST(DocSnippets, IfElse) {
   EXPECT_EQ(advect_at(q, -0.5, true, 1, i), -0.5 * (r - m));
   EXPECT_EQ(advect_at(q, 0.5, false, 2, i), 0.5 * 0.5 * (r - l));
   EXPECT_EQ(advect_at(q, 0.5, false, 3, i), 0.0);
+}
+
+TEST(DocSnippets, HostViews) {
+  // Fortran-ordered arrays with a padded leading dimension; padding holds NaN and must stay so.
+  const int ni = 9, nj = 6, nk = 3, ld = 11, steps = 4;
+  auto at = [&](int i, int j, int k) { return static_cast<std::size_t>(i + ld * (j + nj * k)); };
+  std::vector<double> u(static_cast<std::size_t>(ld * nj * nk), std::nan("")), expected;
+  for (int k = 0; k < nk; ++k)
+    for (int j = 0; j < nj; ++j)
+      for (int i = 0; i < ni; ++i) u[at(i, j, k)] = std::sin(0.3 * i) + std::cos(0.2 * j) + k;
+  std::vector<double> scratch = u;
+  expected = u;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<double> next = expected;
+    for (int k = 0; k < nk; ++k)
+      for (int j = 1; j < nj - 1; ++j)
+        for (int i = 1; i < ni - 1; ++i) {
+          const double a = expected[at(i, j, k)];
+          next[at(i, j, k)] = a + 0.1 * (expected[at(i + 1, j, k)] + expected[at(i - 1, j, k)] +
+                                         expected[at(i, j + 1, k)] + expected[at(i, j - 1, k)] - 4.0 * a);
+        }
+    expected = next;
+  }
+  diffuse_fortran_arrays(u.data(), scratch.data(), ni, nj, nk, ld, steps);
+  for (std::size_t x = 0; x < u.size(); ++x) {
+    if (std::isnan(expected[x])) EXPECT_TRUE(std::isnan(u[x])) << x;  // padding untouched
+    else EXPECT_EQ(u[x], expected[x]) << x;
+  }
+
+  // A 4-vertex, 5-edge graph, e2v in Fortran order.
+  const std::int32_t e2v[10] = {0, 1, 2, 3, 0,  //
+                                1, 2, 3, 0, 2};
+  const double psi[4] = {1, 4, 9, 16};
+  double grad[5] = {};
+  edge_gradient(e2v, psi, grad, 4, 5);
+  for (int e = 0; e < 5; ++e) EXPECT_EQ(grad[e], psi[e2v[5 + e]] - psi[e2v[e]]) << e;
 }
 
 }  // namespace

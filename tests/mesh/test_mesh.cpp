@@ -157,6 +157,7 @@ TEST(MeshShapes, BoundedSkipValuesOnlyInNeighbourhoodTables) {
 
 TEST(MeshShapes, HasSkipValuesOnHandMadeTable) {
   NeighborTable t;
+  t.n_source = 2;
   t.max_neighbors = 2;
   t.data = {0, 1, 2, 3};
   EXPECT_FALSE(t.has_skip_values());
@@ -164,6 +165,22 @@ TEST(MeshShapes, HasSkipValuesOnHandMadeTable) {
   EXPECT_TRUE(t.has_skip_values());
   EXPECT_EQ(t(1, 0), 2);
   EXPECT_EQ(t(1, 1), -1);
+}
+
+TEST(MeshShapes, TableViewsReadCallerMemoryInEitherOrder) {
+  // The same 3 x 2 table in C order and in Fortran order.
+  const std::int32_t c_order[6] = {0, 1, 2, -1, 4, 5}, fortran_order[6] = {0, 2, 4, 1, -1, 5};
+  const NeighborTable c = NeighborTable::view("T", "A", "B", 3, 6, 2, c_order, 2, 1);
+  const NeighborTable f = NeighborTable::view("T", "A", "B", 3, 6, 2, fortran_order, 1, 3);
+  for (std::int64_t i = 0; i < 3; ++i)
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_EQ(c(i, k), c_order[i * 2 + k]);
+      EXPECT_EQ(f(i, k), c(i, k));
+    }
+  EXPECT_TRUE(c.is_view());
+  EXPECT_TRUE(f.has_skip_values());
+  EXPECT_TRUE(c.data.empty());  // nothing copied
+  EXPECT_EQ(f.entries(), fortran_order);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,28 +1,66 @@
-// Steady-state calls allocate nothing, counted by replacing the global operator new (fieldflow's
-// own counters only see the transient-memory route): the fast path of repeated calls, in pool
+// Steady-state calls allocate nothing, counted by replacing the global operator new and the C
+// allocation functions (fieldflow's own counters only see the transient-memory route; malloc
+// also counts what OpenMP or the C library allocate): the fast path of repeated calls, in pool
 // mode, for a program with transients and one whose kernels check reads while running (their
-// outputs are saved for atomic calls in copies kept across calls).
+// outputs are saved for atomic calls in copies kept across calls), and views whose memory changes
+// every step (a model's time levels).
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <vector>
 
 #include "fieldflow/compile.h"
 #include "fieldflow/dsl.h"
 
 namespace {
-std::atomic<long> allocations{0};
+std::atomic<long> allocations{0};  // operator new and every C allocation function
 }  // namespace
+
+// glibc's own entry points: the replacements below count, then forward (ELF interposition makes
+// every library of the process, libfieldflow and libgomp included, call the replacements).
+extern "C" {
+void* __libc_malloc(std::size_t);
+void* __libc_calloc(std::size_t, std::size_t);
+void* __libc_realloc(void*, std::size_t);
+void* __libc_memalign(std::size_t, std::size_t);
+void __libc_free(void*);
+
+void* malloc(std::size_t n) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_malloc(n);
+}
+void* calloc(std::size_t n, std::size_t size) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_calloc(n, size);
+}
+void* realloc(void* p, std::size_t n) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_realloc(p, n);
+}
+void* aligned_alloc(std::size_t alignment, std::size_t n) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_memalign(alignment, n);
+}
+int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  void* p = __libc_memalign(alignment, n);
+  if (!p && n) return 12;  // ENOMEM
+  *out = p;
+  return 0;
+}
+void free(void* p) { __libc_free(p); }
+}
 
 void* operator new(std::size_t n) {
   allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  if (void* p = __libc_malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept { __libc_free(p); }
+void operator delete(void* p, std::size_t) noexcept { __libc_free(p); }
 
 namespace fieldflow {
 namespace {
@@ -55,6 +93,41 @@ TEST(SteadyState, RepeatedCallsAllocateNothing) {
   EXPECT_EQ(allocations_in_calls(program, args, 50), 0);
   EXPECT_DOUBLE_EQ(fout.at<double>({5, 2}), 2 * std::exp(0.25) * 0.5 + 0.25);
   EXPECT_EQ(program.memory_stats().last_call_system_allocations, 0u);
+}
+
+// Two time levels in the model's own arrays, swapped after every step through the same views: the
+// fields' data pointers change on every call, which takes the rebinding fast path.
+TEST(SteadyState, ViewsSwappingTimeLevelsAllocateNothing) {
+  const Dimension J = horizontal_dim("J");
+  ProgramBuilder pb("swap_levels");
+  Expr u = pb.field("u", {I, J, K}, DType::float64), out = pb.field("out", {I, J, K}, DType::float64);
+  pb.call("lap", u(I + 1) + u(I - 1) + u(J + 1) + u(J - 1) - 4.0 * u, {out}, {{I, 1, 31}, {J, 1, 31}, {K, 0, 8}});
+  for (Layout layout : {Layout::horizontal_fastest, Layout::any}) {
+    CompileOptions o;
+    o.layout = layout;
+    o.num_threads = 2;
+    o.parallel_threshold = 0;
+    CompiledProgram program = compile(pb.build(), o);
+    // Fortran order (I fastest) with a padded leading dimension of 34.
+    std::vector<double> level[2] = {std::vector<double>(34 * 32 * 8, 1.0), std::vector<double>(34 * 32 * 8, 1.0)};
+    const std::vector<std::int64_t> strides = {1, 34, 34 * 32};
+    Field now = Field::view(level[0].data(), {I, J, K}, DType::float64, {32, 32, 8}, strides);
+    Field next = Field::view(level[1].data(), {I, J, K}, DType::float64, {32, 32, 8}, strides);
+    Arguments args;
+    args.field("u", now).field("out", next);
+    int step = 0;
+    auto run_steps = [&](int steps) {
+      for (int s = 0; s < steps; ++s, ++step) {
+        program(args);
+        now.set_view_data(level[(step + 1) % 2].data());
+        next.set_view_data(level[step % 2].data());
+      }
+    };
+    run_steps(4);
+    const long before = allocations.load();
+    run_steps(50);
+    EXPECT_EQ(allocations.load() - before, 0) << to_string(layout);
+  }
 }
 
 }  // namespace

@@ -225,6 +225,7 @@ class KernelEmitter {
     if (!d_.declared.count(v)) {
       d_.declared[v] = true;
       d_.text += fmt::format("  const std::int32_t* __restrict {} = call->tables[{}].data;  // {}\n", v, i, c.name);
+      d_.text += fmt::format("  const std::int64_t {0}_rs = call->tables[{1}].source_stride, {0}_ns = call->tables[{1}].neighbor_stride;\n", v, i);
     }
     return v;
   }
@@ -453,8 +454,9 @@ class KernelEmitter {
       const Index* src = find(p, c.source);
       const Index* slot = find(p, c.local);
       if (!src || !slot || src->str() == reduce_src_[r]) continue;  // the reduction's own row: checked there
-      const std::string present = fmt::format("({}[std::int64_t({}) * {} + {}] >= 0)", use_table(c), src->str(),
-                                              c.max_neighbors, slot->str());
+      const std::string t = use_table(c);
+      const std::string present = fmt::format("({0}[std::int64_t({1}) * {0}_rs + std::int64_t({2}) * {0}_ns] >= 0)", t,
+                                              src->str(), slot->str());
       if (reduce_ok_[r].empty()) code += fmt::format("{}if (!{}) continue;  // a skipped slot of {}\n", pad(ind), present, name);
       else code += fmt::format("{0}{1} = {1} && {2};  // a skipped slot of {3}\n", pad(ind), reduce_ok_[r], present, name);
     }
@@ -470,7 +472,8 @@ class KernelEmitter {
     if (std::string v = lookup(key); !v.empty()) return v;
     const std::string t = use_table(c);
     const std::string v = fresh("nb");
-    code += fmt::format("{}std::int32_t {} = {}[std::int64_t({}) * {} + {}];\n", pad(ind), v, t, src, c.max_neighbors, slot);
+    code += fmt::format("{0}std::int32_t {1} = {2}[std::int64_t({3}) * {2}_rs + std::int64_t({4}) * {2}_ns];\n", pad(ind),
+                        v, t, src, slot);
     // Fixed-index shifts (Missing::error) need no check here: the runtime has checked every table
     // row they read for skip values before the call (CompiledProgram::Impl::check_reads).
     if (missing == Missing::skip) {
@@ -630,10 +633,11 @@ class KernelEmitter {
     return p;
   }
 
-  // Loop order, slowest first: the unit-stride dimension of the layout innermost.
+  // Loop order, slowest first: the unit-stride dimension of the layout innermost. Layout::any
+  // loops like horizontal_fastest (Fortran's column-major arrays, the common generic case).
   std::vector<Dimension> loop_order() const {
     std::vector<Dimension> order = loop_dims_;
-    if (s_.layout == Layout::horizontal_fastest) std::reverse(order.begin(), order.end());
+    if (s_.layout != Layout::vertical_fastest) std::reverse(order.begin(), order.end());
     return order;
   }
 

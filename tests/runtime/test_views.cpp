@@ -1,0 +1,331 @@
+// Fields and neighbour tables over the caller's own memory (Field::view, NeighborTable::view):
+// every built-in program run on views in C order, Fortran order and padded layouts, compiled for
+// the matching layout and for Layout::any, compared element by element with the reference
+// executor on ordinary fields; padding is never written; bad views are typed errors before
+// anything runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fieldflow/compile.h"
+#include "fieldflow/dsl.h"
+#include "fieldflow/errors.h"
+#include "fieldflow/examples.h"
+#include "fieldflow/mesh.h"
+#include "fieldflow/reference.h"
+
+namespace fieldflow {
+namespace {
+
+constexpr unsigned char kSentinel = 0xA5;  // what padding holds; a byte no test value repeats
+
+// Caller memory holding one field in a chosen stride order: `order` lists the field's axes from
+// fastest to slowest; the fastest axis gets `pad` extra elements (a padded leading dimension).
+struct HostArray {
+  std::vector<unsigned char> bytes;
+  Field view;
+
+  HostArray(const Field& values, const std::vector<int>& order, std::int64_t pad)
+      : view(make(values, order, pad, bytes)) {
+    view.copy_values_from(values);
+  }
+
+  static Field make(const Field& f, const std::vector<int>& order, std::int64_t pad, std::vector<unsigned char>& bytes) {
+    std::vector<std::int64_t> strides(f.dims().size(), 0);
+    std::int64_t stride = 1;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      strides[order[i]] = stride;
+      stride *= f.shape()[order[i]] + (i == 0 ? pad : 0);
+    }
+    // Some slack before and after, and 64-byte alignment like a model's own allocations.
+    bytes.assign(static_cast<std::size_t>(stride) * size_of(f.dtype()) + 128, kSentinel);
+    return Field::view(bytes.data() + 64, f.dims(), f.dtype(), f.shape(), strides, f.origin());
+  }
+
+  // Bytes of `bytes` that are not elements of the view: they must still hold the sentinel.
+  bool padding_untouched() const {
+    std::vector<char> is_element(bytes.size(), 0);
+    const auto* base = static_cast<const unsigned char*>(view.data());
+    view.for_each_index([&](const std::vector<std::int64_t>& index) {
+      const std::size_t at = static_cast<std::size_t>(base - bytes.data()) + view.offset_of(index) * size_of(view.dtype());
+      std::fill_n(is_element.begin() + static_cast<std::ptrdiff_t>(at), size_of(view.dtype()), 1);
+    });
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      if (!is_element[i] && bytes[i] != kSentinel) return false;
+    return true;
+  }
+};
+
+::testing::AssertionResult same_values(const Field& expected, const Field& got, const std::string& what) {
+  std::string first;
+  expected.for_each_index([&](const std::vector<std::int64_t>& index) {
+    if (!first.empty()) return;
+    const std::size_t n = size_of(expected.dtype());
+    if (std::memcmp(static_cast<const char*>(expected.data()) + expected.offset_of(index) * n,
+                    static_cast<const char*>(got.data()) + got.offset_of(index) * n, n) != 0)
+      first = fmt::format("{} differs at offset {}: expected {}, got {}", what, expected.offset_of(index),
+                          expected.get_as_double(expected.offset_of(index)), got.get_as_double(got.offset_of(index)));
+  });
+  if (first.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << first;
+}
+
+// Axis order (fastest first) for a field's dims under a stride order.
+enum class Order { c, fortran, scrambled };
+std::vector<int> axis_order(const Field& f, Order order) {
+  const int n = static_cast<int>(f.dims().size());
+  std::vector<int> axes(n);
+  std::iota(axes.begin(), axes.end(), 0);
+  // C order (vertical_fastest's memory order), fastest first: vertical, then local, then the
+  // horizontal dims from the last declared to the first.
+  std::stable_sort(axes.begin(), axes.end(), [&](int a, int b) {
+    auto rank = [&](int x) { return f.dims()[x].kind == DimKind::vertical ? 0 : f.dims()[x].kind == DimKind::local ? 1 : 2; };
+    return rank(a) != rank(b) ? rank(a) < rank(b) : a > b;
+  });
+  if (order == Order::fortran) std::reverse(axes.begin(), axes.end());
+  if (order == Order::scrambled && n > 2) std::swap(axes[0], axes[n / 2]);
+  return axes;
+}
+
+// A neighbour table copied into caller memory in C or Fortran order, read through a view.
+struct HostTable {
+  std::vector<std::int32_t> entries;
+  NeighborTable view;
+  HostTable(const NeighborTable& t, bool fortran) : entries(static_cast<std::size_t>(t.n_source * t.max_neighbors)) {
+    for (std::int64_t i = 0; i < t.n_source; ++i)
+      for (int k = 0; k < t.max_neighbors; ++k)
+        entries[static_cast<std::size_t>(fortran ? k * t.n_source + i : i * t.max_neighbors + k)] = t(i, k);
+    view = NeighborTable::view(t.name, t.source, t.target, t.n_source, t.n_target, t.max_neighbors, entries.data(),
+                               fortran ? 1 : t.max_neighbors, fortran ? t.n_source : 1);
+  }
+};
+
+struct Case {
+  Layout compiled;  // the program's layout
+  Layout fields;    // the layout the reference fields (and the unit stride of the views) have
+  Order order;
+  std::int64_t pad;
+};
+
+void run_example_on_views(const examples::Example& ex, const Case& c, int threads) {
+  SCOPED_TRACE(fmt::format("{}: compiled {}, fields {}, {} threads", ex.name, to_string(c.compiled), to_string(c.fields),
+                           threads));
+  examples::ExampleSize size{12, 7, 5, ex.unstructured};  // bounded mesh: tables with skip values
+  examples::ExampleInstance expected = ex.make_instance(size, c.fields, 7);
+  examples::ExampleInstance given = ex.make_instance(size, c.fields, 7);
+  run_reference(ex.program, expected.arguments());
+
+  std::map<std::string, std::unique_ptr<HostArray>> arrays;
+  std::map<std::string, std::unique_ptr<HostTable>> tables;
+  Arguments args;
+  for (auto& [name, f] : given.fields) {
+    arrays[name] = std::make_unique<HostArray>(f, axis_order(f, c.order), c.pad);
+    args.field(name, arrays[name]->view);
+  }
+  for (const auto& [name, v] : given.scalars) args.scalar(name, v);
+  for (const auto& name : given.connectivities) {
+    tables[name] = std::make_unique<HostTable>(given.mesh->table(name), c.order == Order::fortran);
+    args.connectivity(name, tables[name]->view);
+  }
+  CompileOptions o;
+  o.layout = c.compiled;
+  o.num_threads = threads;
+  o.parallel_threshold = 0;  // every kernel takes its parallel path
+  CompiledProgram program = compile(ex.program, o);
+  program(args);
+  for (const auto& [name, f] : expected.fields) {
+    EXPECT_TRUE(same_values(f, arrays.at(name)->view, name));
+    EXPECT_TRUE(arrays.at(name)->padding_untouched()) << name << ": padding or slack was written";
+  }
+}
+
+// Views whose unit-stride dimension is the compiled layout's, the other strides in C or Fortran
+// order and padded: the module compiled for that layout runs them unchanged.
+TEST(Views, EveryExampleInItsLayoutWithPaddedStrides) {
+  for (const auto& ex : examples::all_examples()) {
+    run_example_on_views(ex, {Layout::vertical_fastest, Layout::vertical_fastest, Order::c, 3}, 3);
+    run_example_on_views(ex, {Layout::horizontal_fastest, Layout::horizontal_fastest, Order::fortran, 5}, 2);
+  }
+}
+
+// Layout::any reads every stride: C order, Fortran order and a scrambled order all run.
+TEST(Views, LayoutAnyRunsEveryStrideOrder) {
+  for (const auto& ex : examples::all_examples())
+    for (Order order : {Order::c, Order::fortran, Order::scrambled})
+      run_example_on_views(ex, {Layout::any, Layout::vertical_fastest, order, order == Order::c ? 0 : 3},
+                           order == Order::scrambled ? 1 : 3);
+}
+
+const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+
+// out = a(I+1) + a(I-1) over [1, n-1) x [0, nk).
+ir::Program shift_program() {
+  ProgramBuilder pb("shift");
+  Expr a = pb.field("a", {I, K}, DType::float64), out = pb.field("out", {I, K}, DType::float64);
+  Expr n = pb.scalar("n", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("s", a(I + 1) + a(I - 1), {out}, {{I, 1, n - 1}, {K, 0, nk}});
+  return pb.build();
+}
+
+TEST(Views, LayoutMismatchNamesBothAndAnyAcceptsIt) {
+  const ir::Program p = shift_program();
+  std::vector<double> a(6 * 4, 1.0), out(6 * 4, 0.0);
+  // C order over (I, K): K is unit-stride (vertical_fastest); a horizontal_fastest program refuses it.
+  Field va = Field::view(a.data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  Field vo = Field::view(out.data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  Arguments args;
+  args.field("a", va).field("out", vo).scalar("n", 6).scalar("nk", 4);
+  CompileOptions o;
+  o.layout = Layout::horizontal_fastest;
+  try {
+    compile(p, o)(args);
+    FAIL() << "expected LayoutError";
+  } catch (const LayoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("horizontal_fastest"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unit stride along I"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("given stride 4"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(out, std::vector<double>(24, 0.0));  // nothing written
+  o.layout = Layout::any;
+  compile(p, o)(args);
+  for (int i = 1; i < 5; ++i)
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(out[i * 4 + k], 2.0);
+  EXPECT_EQ(out[0], 0.0);
+}
+
+TEST(Views, BadViewsAreRejectedWhenMade) {
+  std::vector<double> mem(64, 0.0);
+  EXPECT_THROW(Field::view(nullptr, {I, K}, DType::float64, {4, 4}, {4, 1}), ArgumentError);
+  EXPECT_NO_THROW(Field::view(nullptr, {I, K}, DType::float64, {0, 4}, {4, 1}));  // empty: no data needed
+  try {
+    Field::view(reinterpret_cast<char*>(mem.data()) + 4, {I, K}, DType::float64, {4, 4}, {4, 1});
+    FAIL() << "expected ArgumentError";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("misaligned for float64"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Field::view(mem.data(), {I, K}, DType::float64, {4, 4}, {-4, 1}), ArgumentError);
+  EXPECT_THROW(Field::view(mem.data(), {I, K}, DType::float64, {4, 4}, {1}), ArgumentError);
+  EXPECT_THROW(Field::view(mem.data(), {I, K}, DType::float64, {4}, {4, 1}), ArgumentError);
+  Field owned({I, K}, DType::float64, {4, 4});
+  EXPECT_THROW(owned.set_view_data(mem.data()), ArgumentError);
+  Field v = Field::view(mem.data(), {I, K}, DType::float64, {4, 4}, {4, 1});
+  EXPECT_THROW(v.set_view_data(nullptr), ArgumentError);
+  EXPECT_EQ(v.data(), mem.data());  // a rejected set_view_data changes nothing
+  EXPECT_THROW(Field({I, K}, DType::float64, {4, 4}, {}, Layout::any), ArgumentError);
+
+  const std::int32_t entries[4] = {0, 1, 1, 0};
+  EXPECT_THROW(NeighborTable::view("E2V", "Edge", "Vertex", 2, 2, 2, nullptr, 2, 1), ConnectivityError);
+  EXPECT_THROW(NeighborTable::view("E2V", "Edge", "Vertex", 2, 2, 2, entries, -2, 1), ConnectivityError);
+  EXPECT_THROW(NeighborTable::view("E2V", "Edge", "Vertex", 2, 2, 0, entries, 2, 1), ConnectivityError);
+  EXPECT_THROW(NeighborTable::view("E2V", "Edge", "Vertex", 2, 2, 2,
+                                   reinterpret_cast<const std::int32_t*>(reinterpret_cast<const char*>(entries) + 2), 2, 1),
+               ConnectivityError);
+}
+
+TEST(Views, BadViewsAreRejectedBeforeAnythingRuns) {
+  const ir::Program p = shift_program();
+  CompiledProgram program = compile(p, CompileOptions{});
+  std::vector<double> a(6 * 4, 1.0), out(6 * 4, -1.0), big(12 * 4, 0.0);
+  Field va = Field::view(a.data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  auto call = [&](Field& input, Field& output) {
+    program(Arguments().field("a", input).field("out", output).scalar("n", 6).scalar("nk", 4));
+  };
+  // An output whose strides map several indices to one element (stride 0 along I).
+  Field overlapping = Field::view(out.data(), {I, K}, DType::float64, {6, 4}, {0, 1});
+  EXPECT_THROW(call(va, overlapping), ArgumentError);
+  // An output over the input's memory.
+  Field over_input = Field::view(a.data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  EXPECT_THROW(call(va, over_input), ArgumentError);
+  // Too small for the domain plus the halo the call reads: a shape of 5 along I.
+  Field short_input = Field::view(a.data(), {I, K}, DType::float64, {5, 4}, {4, 1});
+  Field vo = Field::view(out.data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  EXPECT_THROW(call(short_input, vo), DomainError);
+  EXPECT_EQ(out, std::vector<double>(24, -1.0));  // none of these wrote anything
+  // Interleaved views of one array (I even / odd rows) do not share an element, but their spans
+  // overlap: conservatively refused, documented in docs/host.md.
+  Field even = Field::view(big.data(), {I, K}, DType::float64, {6, 4}, {8, 1});
+  Field odd = Field::view(big.data() + 4, {I, K}, DType::float64, {6, 4}, {8, 1});
+  EXPECT_THROW(call(even, odd), ArgumentError);
+  // An input may repeat itself (stride 0): a column broadcast along I.
+  std::vector<double> column = {1, 2, 3, 4};
+  Field broadcast = Field::view(column.data(), {I, K}, DType::float64, {6, 4}, {0, 1});
+  call(broadcast, vo);
+  for (int i = 1; i < 5; ++i)
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(out[i * 4 + k], 2.0 * (k + 1));
+}
+
+// ICON's tables are Fortran arrays (n_source, max_neighbors); an out-of-range entry is refused
+// before anything is written, and the same table object is not scanned again on the next call
+// unless its entries pointer or shape changed.
+TEST(Views, TableViewsInFortranOrderAndOutOfRangeEntries) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  ProgramBuilder pb("edge_mean");
+  Expr fv = pb.field("fv", {Vertex}, DType::float64), fe = pb.field("fe", {Edge}, DType::float64);
+  Expr ne = pb.scalar("ne", DType::int32);
+  pb.call("mean", 0.5 * (fv(E2V[0]) + fv(E2V[1])), {fe}, {{Edge, 0, ne}});
+  const ir::Program p = pb.build();
+  // 3 edges over 3 vertices, Fortran order: column k holds neighbour k of every edge.
+  std::int32_t e2v[6] = {0, 1, 2,  //
+                         1, 2, 0};
+  std::vector<double> v = {10, 20, 40}, e(3, -1.0);
+  Field fvv = Field::view(v.data(), {Vertex}, DType::float64, {3}, {1});
+  Field fev = Field::view(e.data(), {Edge}, DType::float64, {3}, {1});
+  const NeighborTable t = NeighborTable::view("E2V", "Edge", "Vertex", 3, 3, 2, e2v, 1, 3);
+  Arguments args;
+  args.field("fv", fvv).field("fe", fev).connectivity("E2V", t).scalar("ne", 3);
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest, Layout::any}) {
+    CompileOptions o;
+    o.layout = layout;
+    CompiledProgram program = compile(p, o);
+    std::fill(e.begin(), e.end(), -1.0);
+    program(args);
+    EXPECT_EQ(e, (std::vector<double>{15, 30, 25})) << to_string(layout);
+    e2v[4] = 3;  // edge 1's second vertex: out of range (3 vertices)
+    std::fill(e.begin(), e.end(), -1.0);
+    const NeighborTable bad = NeighborTable::view("E2V", "Edge", "Vertex", 3, 3, 2, e2v, 1, 3);
+    try {
+      program(Arguments().field("fv", fvv).field("fe", fev).connectivity("E2V", bad).scalar("ne", 3));
+      FAIL() << "expected ConnectivityError";
+    } catch (const ConnectivityError& err) {
+      EXPECT_NE(std::string(err.what()).find("entry (1, 1) is 3"), std::string::npos) << err.what();
+    }
+    EXPECT_EQ(e, std::vector<double>(3, -1.0));
+    e2v[4] = 2;
+  }
+}
+
+// A model swaps time levels: the same views pointed at other memory each step. Results follow
+// the memory, and the aliasing check still applies on this fast path.
+TEST(Views, SetViewDataFollowsTimeLevels) {
+  const ir::Program p = shift_program();
+  CompiledProgram program = compile(p, CompileOptions{});
+  std::vector<double> level[2] = {std::vector<double>(24), std::vector<double>(24)};
+  for (int x = 0; x < 24; ++x) level[0][static_cast<std::size_t>(x)] = x;
+  Field now = Field::view(level[0].data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  Field next = Field::view(level[1].data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  Arguments args;
+  args.field("a", now).field("out", next).scalar("n", 6).scalar("nk", 4);
+  for (int step = 0; step < 4; ++step) {
+    const std::vector<double> before = level[step % 2];
+    program(args);
+    for (int i = 1; i < 5; ++i)
+      for (int k = 0; k < 4; ++k)
+        EXPECT_EQ(level[(step + 1) % 2][static_cast<std::size_t>(i * 4 + k)],
+                  before[static_cast<std::size_t>((i + 1) * 4 + k)] + before[static_cast<std::size_t>((i - 1) * 4 + k)]);
+    now.set_view_data(level[(step + 1) % 2].data());
+    next.set_view_data(level[step % 2].data());
+  }
+  next.set_view_data(now.data());  // output over the input
+  EXPECT_THROW(program(args), ArgumentError);
+  next.set_view_data(level[1].data() == now.data() ? level[0].data() : level[1].data());
+  EXPECT_NO_THROW(program(args));
+}
+
+}  // namespace
+}  // namespace fieldflow
