@@ -4,13 +4,16 @@
 //  2. compiled instances run the same calls: `external` with a workspace of exactly the
 //     reported size, fenced by canary bytes and refilled with NaN bytes before each call (so a
 //     transient read before it is written shows up as a wrong value), plus `pool`, `scoped` and
-//     `persistent` instances that live across the size sets (memory reuse and regrowth);
+//     `persistent` instances that live across the size sets (memory reuse and regrowth), and one
+//     compiled for Layout::any that runs on views over padded caller arrays in C, Fortran and
+//     scrambled stride orders (nothing but the views' elements may change);
 //  3. each call must agree with the reference: same acceptance, same error type, outputs
 //     untouched after a rejected call, every field (inputs too) equal bit for bit, where any NaN
 //     equals any NaN (a NaN's sign and payload depend on operand order, which is not semantics).
 // The call order short, short, good, good catches state left behind by a rejected call.
 #include "fuzz/differential.h"
 #include "support/guarded_workspace.h"
+#include "support/host_arrays.h"
 
 #include <fmt/format.h>
 
@@ -132,6 +135,7 @@ class CaseRunner {
     int threads;
     std::unique_ptr<CompiledProgram> program;
     std::unique_ptr<testing_support::GuardedWorkspace> fence;  // external only
+    bool views = false;  // compiled for Layout::any, called on views over padded host arrays
   };
 
   std::optional<Failure> run_layout() {
@@ -149,6 +153,13 @@ class CaseRunner {
     }
     bool external = false;
     for (TransientMemoryMode m : config_.modes) external |= m == TransientMemoryMode::external;
+    if (layout_ == c_.layouts.front()) {  // once per case: the stride order is the views' business
+      CompileOptions o = options(TransientMemoryMode::pool, config_.threads.back());
+      o.layout = Layout::any;
+      kept.push_back({TransientMemoryMode::pool, o.num_threads, std::make_unique<CompiledProgram>(compile(c_.program, o)),
+                      nullptr, true});
+      ++stats_.compiles;
+    }
 
     for (std::size_t si = 0; si < c_.sizes.size(); ++si) {
       size_label_ = c_.sizes[si].to_string(c_.mesh);
@@ -219,23 +230,44 @@ class CaseRunner {
     if (inst.fence) inst.fence->poison();
     refill(v.work, v.data.fields);
     Outcome got;
+    // Views: the fields copied into padded host arrays, each in its own stride order.
+    std::map<std::string, std::unique_ptr<testing_support::HostArray>> arrays;
+    std::map<std::string, Field> views;
+    if (inst.views) {
+      int n = 0;
+      for (const auto& [name, f] : v.work) {
+        const auto order = static_cast<testing_support::AxisOrder>(n % 3);
+        auto& a = arrays[name] = std::make_unique<testing_support::HostArray>(
+            f, testing_support::axis_order(f.dims(), order), 1 + n % 3);
+        ++n;
+        const Field& w = a->view();
+        views.emplace(name, Field::view(const_cast<void*>(w.data()), w.dims(), w.dtype(), w.shape(), w.strides(), w.origin()));
+      }
+    }
     try {
-      (*inst.program)(v.data.arguments(v.work));
+      (*inst.program)(v.data.arguments(inst.views ? views : v.work));
     } catch (const std::exception& e) {
       got.error = error_kind(e);
       got.message = e.what();
     }
     ++stats_.compiled_calls;
+    std::string outside_views;
+    for (const auto& [name, a] : arrays) {
+      v.work.at(name).copy_values_from(a->view());
+      if (!a->padding_untouched()) outside_views += (outside_views.empty() ? "" : ", ") + name;
+    }
     auto fail = [&](std::string kind, std::string what) {
       Failure f;
       f.kind = std::move(kind);
       f.mode = inst.mode;
       f.threads = inst.threads;
       f.layout = layout_;
-      f.detail = fmt::format("{} layout, {}, mode {}, {} thread(s), call #{} ({}): {}", to_string(layout_), size_label_,
-                             to_string(inst.mode), inst.threads, call_index + 1, v.label, what);
+      f.detail = fmt::format("{} layout, {}, mode {}, {} thread(s), call #{} ({}): {}",
+                             inst.views ? "views in any" : to_string(layout_), size_label_, to_string(inst.mode),
+                             inst.threads, call_index + 1, v.label, what);
       return f;
     };
+    if (!outside_views.empty()) return fail("wrote outside a view", "padding or slack changed around " + outside_views);
     if (inst.fence) {
       const std::string damage = inst.fence->damage();
       if (!damage.empty()) return fail("wrote outside the workspace", damage);

@@ -18,48 +18,13 @@
 #include "fieldflow/examples.h"
 #include "fieldflow/mesh.h"
 #include "fieldflow/reference.h"
+#include "support/host_arrays.h"
 
 namespace fieldflow {
 namespace {
 
-constexpr unsigned char kSentinel = 0xA5;  // what padding holds; a byte no test value repeats
-
-// Caller memory holding one field in a chosen stride order: `order` lists the field's axes from
-// fastest to slowest; the fastest axis gets `pad` extra elements (a padded leading dimension).
-struct HostArray {
-  std::vector<unsigned char> bytes;
-  Field view;
-
-  HostArray(const Field& values, const std::vector<int>& order, std::int64_t pad)
-      : view(make(values, order, pad, bytes)) {
-    view.copy_values_from(values);
-  }
-
-  static Field make(const Field& f, const std::vector<int>& order, std::int64_t pad, std::vector<unsigned char>& bytes) {
-    std::vector<std::int64_t> strides(f.dims().size(), 0);
-    std::int64_t stride = 1;
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      strides[order[i]] = stride;
-      stride *= f.shape()[order[i]] + (i == 0 ? pad : 0);
-    }
-    // Some slack before and after, and 64-byte alignment like a model's own allocations.
-    bytes.assign(static_cast<std::size_t>(stride) * size_of(f.dtype()) + 128, kSentinel);
-    return Field::view(bytes.data() + 64, f.dims(), f.dtype(), f.shape(), strides, f.origin());
-  }
-
-  // Bytes of `bytes` that are not elements of the view: they must still hold the sentinel.
-  bool padding_untouched() const {
-    std::vector<char> is_element(bytes.size(), 0);
-    const auto* base = static_cast<const unsigned char*>(view.data());
-    view.for_each_index([&](const std::vector<std::int64_t>& index) {
-      const std::size_t at = static_cast<std::size_t>(base - bytes.data()) + view.offset_of(index) * size_of(view.dtype());
-      std::fill_n(is_element.begin() + static_cast<std::ptrdiff_t>(at), size_of(view.dtype()), 1);
-    });
-    for (std::size_t i = 0; i < bytes.size(); ++i)
-      if (!is_element[i] && bytes[i] != kSentinel) return false;
-    return true;
-  }
-};
+using testing_support::AxisOrder;
+using testing_support::HostArray;
 
 ::testing::AssertionResult same_values(const Field& expected, const Field& got, const std::string& what) {
   std::string first;
@@ -73,23 +38,6 @@ struct HostArray {
   });
   if (first.empty()) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << first;
-}
-
-// Axis order (fastest first) for a field's dims under a stride order.
-enum class Order { c, fortran, scrambled };
-std::vector<int> axis_order(const Field& f, Order order) {
-  const int n = static_cast<int>(f.dims().size());
-  std::vector<int> axes(n);
-  std::iota(axes.begin(), axes.end(), 0);
-  // C order (vertical_fastest's memory order), fastest first: vertical, then local, then the
-  // horizontal dims from the last declared to the first.
-  std::stable_sort(axes.begin(), axes.end(), [&](int a, int b) {
-    auto rank = [&](int x) { return f.dims()[x].kind == DimKind::vertical ? 0 : f.dims()[x].kind == DimKind::local ? 1 : 2; };
-    return rank(a) != rank(b) ? rank(a) < rank(b) : a > b;
-  });
-  if (order == Order::fortran) std::reverse(axes.begin(), axes.end());
-  if (order == Order::scrambled && n > 2) std::swap(axes[0], axes[n / 2]);
-  return axes;
 }
 
 // A neighbour table copied into caller memory in C or Fortran order, read through a view.
@@ -108,7 +56,7 @@ struct HostTable {
 struct Case {
   Layout compiled;  // the program's layout
   Layout fields;    // the layout the reference fields (and the unit stride of the views) have
-  Order order;
+  AxisOrder order;
   std::int64_t pad;
 };
 
@@ -124,12 +72,12 @@ void run_example_on_views(const examples::Example& ex, const Case& c, int thread
   std::map<std::string, std::unique_ptr<HostTable>> tables;
   Arguments args;
   for (auto& [name, f] : given.fields) {
-    arrays[name] = std::make_unique<HostArray>(f, axis_order(f, c.order), c.pad);
-    args.field(name, arrays[name]->view);
+    arrays[name] = std::make_unique<HostArray>(f, testing_support::axis_order(f.dims(), c.order), c.pad);
+    args.field(name, arrays[name]->view());
   }
   for (const auto& [name, v] : given.scalars) args.scalar(name, v);
   for (const auto& name : given.connectivities) {
-    tables[name] = std::make_unique<HostTable>(given.mesh->table(name), c.order == Order::fortran);
+    tables[name] = std::make_unique<HostTable>(given.mesh->table(name), c.order == AxisOrder::fortran);
     args.connectivity(name, tables[name]->view);
   }
   CompileOptions o;
@@ -139,7 +87,7 @@ void run_example_on_views(const examples::Example& ex, const Case& c, int thread
   CompiledProgram program = compile(ex.program, o);
   program(args);
   for (const auto& [name, f] : expected.fields) {
-    EXPECT_TRUE(same_values(f, arrays.at(name)->view, name));
+    EXPECT_TRUE(same_values(f, arrays.at(name)->view(), name));
     EXPECT_TRUE(arrays.at(name)->padding_untouched()) << name << ": padding or slack was written";
   }
 }
@@ -148,17 +96,17 @@ void run_example_on_views(const examples::Example& ex, const Case& c, int thread
 // order and padded: the module compiled for that layout runs them unchanged.
 TEST(Views, EveryExampleInItsLayoutWithPaddedStrides) {
   for (const auto& ex : examples::all_examples()) {
-    run_example_on_views(ex, {Layout::vertical_fastest, Layout::vertical_fastest, Order::c, 3}, 3);
-    run_example_on_views(ex, {Layout::horizontal_fastest, Layout::horizontal_fastest, Order::fortran, 5}, 2);
+    run_example_on_views(ex, {Layout::vertical_fastest, Layout::vertical_fastest, AxisOrder::c, 3}, 3);
+    run_example_on_views(ex, {Layout::horizontal_fastest, Layout::horizontal_fastest, AxisOrder::fortran, 5}, 2);
   }
 }
 
 // Layout::any reads every stride: C order, Fortran order and a scrambled order all run.
 TEST(Views, LayoutAnyRunsEveryStrideOrder) {
   for (const auto& ex : examples::all_examples())
-    for (Order order : {Order::c, Order::fortran, Order::scrambled})
-      run_example_on_views(ex, {Layout::any, Layout::vertical_fastest, order, order == Order::c ? 0 : 3},
-                           order == Order::scrambled ? 1 : 3);
+    for (AxisOrder order : {AxisOrder::c, AxisOrder::fortran, AxisOrder::scrambled})
+      run_example_on_views(ex, {Layout::any, Layout::vertical_fastest, order, order == AxisOrder::c ? 0 : 3},
+                           order == AxisOrder::scrambled ? 1 : 3);
 }
 
 const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
