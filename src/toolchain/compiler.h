@@ -12,7 +12,11 @@
 namespace fieldflow::toolchain {
 
 struct CompilerConfig {
-  std::string cxx;                 // compiler command: a name looked up in PATH, or a path
+  // Compiler command: a name looked up in PATH or a path, optionally followed by arguments and
+  // split into words like a shell does ("ccache g++", "c++ -O0", "'/opt/my cc/g++' -m64"; quotes
+  // and backslashes as in sh, no expansions). A path to an executable file is used whole even if
+  // it contains spaces.
+  std::string cxx;
   std::vector<std::string> flags;  // every argument before the source file, in order
 };
 
@@ -25,17 +29,26 @@ struct CompilerConfig {
 // The environment is read on every call, so a host may change it between compilations.
 CompilerConfig default_compiler_config(bool openmp = true);
 
+// The words of a compiler command (see CompilerConfig::cxx). Throws CompileError for an empty
+// command or an unterminated quote.
+std::vector<std::string> command_words(const std::string& cxx);
+
 // A string identifying the compiler: the first line of `<cxx> --version` plus the resolved path of
-// the binary. Computed once per distinct `cxx` per process and then served from memory (the cache
+// the binary (its first word) and the further words of the command. Computed once per distinct `cxx` per process and then served from memory (the cache
 // calls this on every lookup). Throws CompileError naming `cxx` if it cannot be found or run.
 std::string compiler_identity(const std::string& cxx);
 
-// Compiles `source` into the shared object `output` with `config`. The compiler's stdout and stderr
-// go to `output` with extension ".log" (removed on success when empty).
+// Compiles `source` into the shared object `output` with `config`. Paths are made absolute first
+// (a relative path starting with '-' would otherwise be read as an option). The compiler's stdout
+// and stderr are captured in memory (so they survive a full disk) and written to `output` with
+// extension ".log" when not empty.
 // On failure throws CompileError whose message holds the full command, the diagnostics (first
 // ~8 KB) and where the source can be found: `source` itself, or, when `keep_source_on_failure` is
 // non-empty, that path, to which the source (and the log, as <stem>.log) are copied first -- the
 // module cache compiles in a temporary directory it deletes, so it keeps failed sources elsewhere.
+// The kept copies are private files written without following symbolic links (secure_fs.h).
+// When the compiler failed because a disk is full ("No space left on device" in its output, or
+// under 1 MiB left next to `output`), throws CacheError instead, saying so and naming the folders.
 void compile_shared_object(const std::filesystem::path& source, const std::filesystem::path& output,
                            const CompilerConfig& config,
                            const std::filesystem::path& keep_source_on_failure = {});
