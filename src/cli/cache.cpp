@@ -13,7 +13,14 @@ void add_cache(CLI::App& app) {
     toolchain::ModuleCache cache;
     const auto entries = cache.list();
     fmt::print("cache {} ({} entries)\n", cache.directory().string(), entries.size());
-    for (const auto& e : entries) fmt::print("  {}  {:<20} {:>10} B  {}\n", e.key, e.name, e.size_bytes, e.created);
+    if (const std::string problem = cache.trust_problem(); !problem.empty()) {
+      fmt::print("warning: entries here are ignored, {}; modules are built in {} instead\n", problem,
+                 cache.fallback_directory().string());
+    }
+    for (const auto& e : entries) {
+      fmt::print("  {}  {:<20} {:>10} B  {}\n", e.key, e.name, e.size_bytes, e.created);
+      if (!e.problem.empty() && cache.trust_problem().empty()) fmt::print("      ignored: {}\n", e.problem);
+    }
   });
   auto* show = cmd->add_subcommand("show", "Show one cached module");
   auto key = std::make_shared<std::string>();

@@ -81,9 +81,11 @@ CompiledProgram compile(const ir::Program& program, const CompileOptions& option
     check_buffer_dims(image.schedule);
     image.source = codegen::generate_cpu_source(image.schedule);
     toolchain::ModuleCache cache(options.cache_dir.empty() ? std::filesystem::path{} : std::filesystem::path(options.cache_dir));
-    const auto entry = cache.get_or_build(program.name, image.source, toolchain::default_compiler_config(true),
-                                          fmt::format("{}abi{}static:{}", passes::pipeline_description(), FF_ABI_VERSION, static_key));
-    image.module.emplace(entry.path);
+    // Loaded while the entry's lock is held: a concurrent `fieldflow cache clear` cannot remove it in between.
+    auto loaded = cache.get_or_load(program.name, image.source, toolchain::default_compiler_config(true),
+                                    fmt::format("{}abi{}static:{}", passes::pipeline_description(), FF_ABI_VERSION, static_key));
+    const toolchain::CacheEntry& entry = loaded.entry;
+    image.module.emplace(std::move(loaded.module));
     auto version = reinterpret_cast<std::int32_t (*)()>(image.module->symbol("ff_abi_version"));
     if (version() != FF_ABI_VERSION)
       throw CompileError(fmt::format("program '{}': module {} has ABI version {}, expected {}", program.name,

@@ -1,11 +1,14 @@
 #include "toolchain/module_cache.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <limits>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -21,6 +24,7 @@
 #include <xxhash.h>
 
 #include "fieldflow/errors.h"
+#include "toolchain/secure_fs.h"
 
 namespace fieldflow::toolchain {
 namespace fs = std::filesystem;
@@ -70,36 +74,31 @@ struct FileDigest {
   std::uint64_t xxh3 = 0;
 };
 
-// Size and XXH3-64 of a file, or nothing if it cannot be read completely.
-std::optional<FileDigest> digest_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
+// Size and XXH3-64 of an open file, or nothing if it cannot be read completely.
+std::optional<FileDigest> digest_fd(int fd) {
   XXH3_state_t* state = XXH3_createState();
   if (state == nullptr) return std::nullopt;
   XXH3_64bits_reset(state);
   FileDigest digest;
   std::vector<char> chunk(1 << 16);
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    const auto n = static_cast<std::size_t>(in.gcount());
-    XXH3_64bits_update(state, chunk.data(), n);
-    digest.size += n;
+  off_t offset = 0;
+  bool complete = true;
+  for (;;) {
+    const ssize_t n = pread(fd, chunk.data(), chunk.size(), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      complete = false;
+      break;
+    }
+    if (n == 0) break;
+    XXH3_64bits_update(state, chunk.data(), static_cast<std::size_t>(n));
+    digest.size += static_cast<std::uintmax_t>(n);
+    offset += n;
   }
-  const bool complete = in.eof() && !in.bad();
   digest.xxh3 = XXH3_64bits_digest(state);
   XXH3_freeState(state);
   if (!complete) return std::nullopt;
   return digest;
-}
-
-void write_file(const fs::path& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  out.close();
-  if (!out) {
-    throw CacheError(fmt::format("cannot write '{}' in the module cache: {}", path.string(),
-                                 std::strerror(errno)));
-  }
 }
 
 std::optional<json> read_json(const fs::path& path) {
@@ -132,6 +131,17 @@ std::uintmax_t directory_size(const fs::path& dir) {
   return total;
 }
 
+// The host name as it appears in temporary folder names: only [A-Za-z0-9.], so '-' still
+// separates the fields. A cache on a file system shared between hosts judges a temporary folder
+// by process liveness only when it was made on this host.
+std::string host_tag() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown";
+  std::string tag;
+  for (const char* c = name; *c != '\0'; ++c) tag.push_back(std::isalnum(static_cast<unsigned char>(*c)) || *c == '.' ? *c : '_');
+  return tag.empty() ? "unknown" : tag;
+}
+
 // A name no other thread or process picks: pid separates processes, random bits separate threads
 // (std::random_device is read fresh each time, so forked children do not repeat their parent).
 std::string unique_suffix() {
@@ -140,56 +150,88 @@ std::string unique_suffix() {
   return fmt::format("{}-{:016x}", getpid(), bits);
 }
 
-// Ensures the cache directory exists and is a directory we can use; CacheError names it otherwise.
-void ensure_directory(const fs::path& dir) {
-  std::error_code ec, type_ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir, type_ec)) {
-    throw CacheError(fmt::format("cannot create the module cache directory '{}': {}",
-                                 dir.string(), ec ? ec.message() : "not a directory"));
-  }
+bool process_alive(long pid) {
+  if (pid <= 0 || pid > std::numeric_limits<pid_t>::max()) return false;
+  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
-// An exclusive flock on <dir>/<key>.lock for the lifetime of the object.
-// flock (unlike fcntl locks) belongs to the open file description, so two threads of one process
-// that each open the file exclude each other just like two processes do.
+bool owned_by_me(const fs::path& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0 && (st.st_uid == geteuid() || geteuid() == 0);
+}
+
+// An exclusive flock on <dir>/<key>.lock for the lifetime of the object; held() says whether it
+// was obtained, why() why not. The lock file is opened without following a symbolic link and must
+// be a regular file owned by the current user or root (a file someone else owns could be held by
+// them forever). flock (unlike fcntl locks) belongs to the open file description, so two threads
+// of one process that each open the file exclude each other just like two processes do.
 class KeyLock {
  public:
-  explicit KeyLock(fs::path path) : path_(std::move(path)) {
+  explicit KeyLock(fs::path path, bool blocking = true) : path_(std::move(path)) {
     for (;;) {
-      fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
       if (fd_ < 0) {
-        throw CacheError(fmt::format("cannot create lock file '{}' in the module cache: {}",
-                                     path_.string(), std::strerror(errno)));
+        fail(errno, std::strerror(errno));
+        return;
       }
-      while (flock(fd_, LOCK_EX) != 0) {
-        if (errno != EINTR) {
-          const int error = errno;
-          close(fd_);
-          throw CacheError(fmt::format("cannot lock '{}': {}", path_.string(),
-                                       std::strerror(error)));
-        }
+      struct stat held {};
+      if (fstat(fd_, &held) != 0) {
+        fail(errno, std::strerror(errno));
+        return;
+      }
+      if (!S_ISREG(held.st_mode)) {
+        fail(EINVAL, "expected a regular file");
+        return;
+      }
+      if (held.st_uid != geteuid() && held.st_uid != 0) {
+        foreign_ = true;
+        fail(EPERM, fmt::format("owned by uid {}, expected uid {} or root", held.st_uid, geteuid()));
+        return;
+      }
+      if (held.st_uid == geteuid() && (held.st_mode & 07777) != 0600) fchmod(fd_, 0600);
+      int rc = 0;
+      while ((rc = flock(fd_, blocking ? LOCK_EX : LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+      }
+      if (rc != 0) {
+        fail(errno, std::strerror(errno));
+        return;
       }
       // clear() unlinks lock files while holding them. If that happened while we waited, we hold
       // a lock on a file nobody else will open; lock the file now at the path instead.
-      struct stat held {}, current {};
-      if (fstat(fd_, &held) == 0 && stat(path_.c_str(), &current) == 0 &&
-          held.st_dev == current.st_dev && held.st_ino == current.st_ino) {
+      struct stat current {};
+      if (lstat(path_.c_str(), &current) == 0 && held.st_dev == current.st_dev && held.st_ino == current.st_ino) {
         return;
       }
       close(fd_);
     }
   }
-  ~KeyLock() { close(fd_); }  // closing the descriptor releases the lock
+  ~KeyLock() {
+    if (fd_ >= 0) close(fd_);  // closing the descriptor releases the lock
+  }
   KeyLock(const KeyLock&) = delete;
   KeyLock& operator=(const KeyLock&) = delete;
+
+  bool held() const { return fd_ >= 0; }
+  int error() const { return error_; }
+  bool foreign() const { return foreign_; }
+  std::string why() const { return fmt::format("cannot lock '{}': {}", path_.string(), why_); }
 
   // Removes the lock file while still holding it (see the constructor for why that is safe).
   void unlink_file() { unlink(path_.c_str()); }
 
  private:
+  void fail(int error, std::string why) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+    error_ = error;
+    why_ = std::move(why);
+  }
+
   fs::path path_;
   int fd_ = -1;
+  int error_ = 0;
+  bool foreign_ = false;
+  std::string why_;
 };
 
 // Removes a directory tree when it goes out of scope unless released: a failed build must not
@@ -211,35 +253,186 @@ class RemoveOnExit {
   fs::path path_;
 };
 
-// An entry is usable only if its metadata names it and module.so is byte-for-byte what was built.
-// Anything else (interrupted write, disk corruption, manual tampering) means "rebuild".
-bool entry_is_valid(const fs::path& entry, const std::string& key) {
-  const auto meta = read_json(entry / kMetaFile);
-  if (!meta) return false;
-  const auto digest = digest_file(entry / kModuleFile);
-  if (!digest) return false;
-  try {
-    return meta->at("key").get<std::string>() == key &&
-           meta->at("module_size").get<std::uintmax_t>() == digest->size &&
-           meta->at("module_xxh3_64").get<std::string>() == fmt::format("{:016x}", digest->xxh3);
-  } catch (const json::exception&) {
-    return false;
+class CloseOnExit {
+ public:
+  explicit CloseOnExit(int fd) : fd_(fd) {}
+  ~CloseOnExit() {
+    if (fd_ >= 0) close(fd_);
   }
+  CloseOnExit(const CloseOnExit&) = delete;
+  CloseOnExit& operator=(const CloseOnExit&) = delete;
+
+ private:
+  int fd_;
+};
+
+constexpr const char* kAbsent = "absent";
+
+// "" when <entry> may be used: a trusted folder with trusted meta.json and module.so, the metadata
+// naming the key, the module byte-for-byte what was built, and a complete ELF image. Otherwise
+// what is wrong (kAbsent when there is no entry). Anything wrong (interrupted write, disk
+// corruption, tampering, an entry planted by someone else) means "rebuild" (or "fall back").
+std::string entry_problem(const fs::path& entry, const std::string& key) {
+  struct stat st {};
+  if (lstat(entry.c_str(), &st) != 0) return kAbsent;
+  if (!S_ISDIR(st.st_mode)) return fmt::format("'{}' is not a folder", entry.string());
+  if (std::string problem = secure_fs::trust_problem(st, entry); !problem.empty()) return problem;
+  const fs::path meta_path = entry / kMetaFile;
+  if (lstat(meta_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return fmt::format("'{}' is missing or not a regular file", meta_path.string());
+  }
+  if (std::string problem = secure_fs::trust_problem(st, meta_path); !problem.empty()) return problem;
+  const auto meta = read_json(meta_path);
+  if (!meta) return fmt::format("'{}' is not a JSON object", meta_path.string());
+
+  const fs::path module_path = entry / kModuleFile;
+  const int fd = open(module_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return fmt::format("cannot open '{}': {}", module_path.string(), std::strerror(errno));
+  CloseOnExit closer(fd);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return fmt::format("'{}' is not a regular file", module_path.string());
+  if (std::string problem = secure_fs::trust_problem(st, module_path); !problem.empty()) return problem;
+  const auto digest = digest_fd(fd);
+  if (!digest) return fmt::format("cannot read '{}'", module_path.string());
+  try {
+    const std::string hash = fmt::format("{:016x}", digest->xxh3);
+    if (meta->at("key").get<std::string>() != key) return fmt::format("'{}' names another key", meta_path.string());
+    const auto size = meta->at("module_size").get<std::uintmax_t>();
+    if (size != digest->size || meta->at("module_xxh3_64").get<std::string>() != hash) {
+      return fmt::format("'{}' is {} bytes with hash {}, expected {} bytes with hash {} (meta.json)", module_path.string(),
+                         digest->size, hash, size, meta->at("module_xxh3_64").get<std::string>());
+    }
+  } catch (const json::exception&) {
+    return fmt::format("'{}' lacks key, module_size or module_xxh3_64", meta_path.string());
+  }
+  if (std::string problem = secure_fs::shared_object_problem(fd, digest->size); !problem.empty()) {
+    return fmt::format("'{}': {}", module_path.string(), problem);
+  }
+  return "";
 }
 
 // Deletes `path` by first renaming it to a unique name, so the name is free at once even if
-// deleting a large tree takes a while (or partly fails).
-void discard_directory(const fs::path& dir, const fs::path& path, const std::string& key) {
+// deleting a large tree takes a while (or partly fails). False when it cannot be renamed or removed
+// (someone else's entry in a shared sticky folder, a read-only mount).
+bool discard_directory(const fs::path& dir, const fs::path& path, const std::string& key) {
   std::error_code ec;
   const fs::path aside = dir / fmt::format("stale-{}-{}", key, unique_suffix());
   fs::rename(path, aside, ec);
-  fs::remove_all(ec ? path : aside, ec);
+  if (ec) {
+    fs::remove_all(path, ec);
+    return !ec;
+  }
+  fs::remove_all(aside, ec);
+  return true;
+}
+
+[[noreturn]] void throw_no_space(const fs::path& dir, const std::string& doing, int error) {
+  throw CacheError(fmt::format("no space left on the device holding the module cache '{}' ({} bytes free) while {}: {}",
+                               dir.string(), secure_fs::free_bytes(dir), doing, std::strerror(error)));
+}
+
+// A temporary (tmp-<key>-<host>-<pid>-<random>, older tmp-<key>-<pid>-<random>) or stale
+// (stale-<key>-<pid>-<random>) folder whose build or removal is over: its process is gone (when
+// it was made on this host), or it is older than a day (a pid reused since, another host).
+bool is_abandoned(const fs::path& path, std::string_view name, std::size_t prefix_length) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return false;
+  const auto age = std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime);
+  if (age > std::chrono::hours(24)) return true;
+  if (name.size() < prefix_length + 33) return false;
+  std::vector<std::string_view> fields;
+  std::string_view rest = name.substr(prefix_length + 33);
+  for (std::size_t at; (at = rest.find('-')) != std::string_view::npos; rest.remove_prefix(at + 1)) {
+    fields.push_back(rest.substr(0, at));
+  }
+  fields.push_back(rest);
+  if (fields.size() < 2) return false;
+  if (fields.size() >= 3 && fields[fields.size() - 3] != host_tag()) return false;
+  const std::string_view pid_text = fields[fields.size() - 2];
+  if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  return !process_alive(std::stol(std::string(pid_text)));
+}
+
+// Keeps the newest kMaxFailedSources sources (with their logs) in <dir>/failed, always including
+// the one of `newest_key` (timestamps may tie).
+std::size_t cap_failed(const fs::path& dir, const std::string& newest_key = "") {
+  const fs::path failed = dir / "failed";
+  struct stat st {};
+  if (lstat(failed.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !secure_fs::trust_problem(st, failed).empty()) return 0;
+  std::vector<std::pair<std::int64_t, fs::path>> sources;
+  std::size_t removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(failed, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path path = it->path();
+    const std::string name = path.filename().string();
+    if (lstat(path.c_str(), &st) != 0) continue;
+    if (name.starts_with(".tmp-")) {  // a write interrupted by a crash
+      if (std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime) > std::chrono::hours(1)) {
+        removed += fs::remove(path, ec) ? 1 : 0;
+      }
+    } else if (path.extension() == ".cpp" && path.stem() != newest_key) {
+      sources.emplace_back(std::int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, path);
+    }
+  }
+  const std::size_t keep = newest_key.empty() ? kMaxFailedSources : kMaxFailedSources - 1;
+  if (sources.size() <= keep) return removed;
+  std::sort(sources.begin(), sources.end());
+  for (std::size_t i = 0; i + keep < sources.size(); ++i) {
+    removed += fs::remove(sources[i].second, ec) ? 1 : 0;
+    fs::remove(fs::path(sources[i].second).replace_extension(".log"), ec);
+  }
+  return removed;
+}
+
+// See ModuleCache::remove_leftovers. `held_key`: a key whose lock the caller holds.
+std::size_t sweep(const fs::path& dir, const std::string& held_key) {
+  std::size_t removed = 0;
+  std::error_code ec;
+  std::vector<fs::path> items;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) items.push_back(it->path());
+  for (const auto& path : items) {
+    const std::string name = path.filename().string();
+    if (!owned_by_me(path)) continue;  // someone else's, in a shared folder: not ours to judge
+    if (name.starts_with("tmp-") || name.starts_with("stale-")) {
+      const std::size_t prefix = name.starts_with("tmp-") ? 4 : 6;
+      if (is_key(name.substr(prefix, 32)) && is_abandoned(path, name, prefix)) {
+        fs::remove_all(path, ec);
+        if (!ec) ++removed;
+      }
+    } else if (name.size() == 37 && name.ends_with(".lock") && is_key(name.substr(0, 32)) &&
+               name.substr(0, 32) != held_key) {
+      // A lock without an entry (a failed or abandoned build): removed under its own lock, as
+      // clear() does, and only if nobody holds it now.
+      const std::string key = name.substr(0, 32);
+      struct stat st {};
+      if (lstat((dir / key).c_str(), &st) == 0) continue;
+      KeyLock lock(path, /*blocking=*/false);
+      if (lock.held() && lstat((dir / key).c_str(), &st) != 0) {
+        lock.unlink_file();
+        ++removed;
+      }
+    }
+  }
+  return removed + cap_failed(dir);
 }
 
 }  // namespace
 
+struct ModuleCache::Request {
+  std::string name;
+  const std::string& source;
+  const CompilerConfig& config;
+  std::string extra_key;
+  std::string identity;
+  std::string key;
+};
+
+struct ModuleCache::Outcome {
+  CacheEntry entry;
+  std::optional<LoadedModule> module;
+};
+
 ModuleCache::ModuleCache(fs::path directory)
-    : directory_(directory.empty() ? default_directory() : std::move(directory)) {}
+    : directory_(fs::absolute(directory.empty() ? default_directory() : std::move(directory)).lexically_normal()) {}
 
 fs::path ModuleCache::default_directory() {
   auto env = [](const char* name) -> std::string {
@@ -253,76 +446,191 @@ fs::path ModuleCache::default_directory() {
       "cannot locate the module cache: none of FIELDFLOW_CACHE_DIR, XDG_CACHE_HOME, HOME is set");
 }
 
+fs::path ModuleCache::fallback_directory() const {
+  fs::path candidate;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    candidate = fs::path(xdg) / "fieldflow";
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    candidate = fs::path(home) / ".cache" / "fieldflow";
+  }
+  if (!candidate.empty()) candidate = fs::absolute(candidate).lexically_normal();
+  if (candidate.empty() || candidate == directory_) {
+    std::error_code ec;
+    candidate = fs::temp_directory_path(ec) / fmt::format("fieldflow-{}", geteuid());
+  }
+  return candidate;
+}
+
+std::string ModuleCache::trust_problem() const {
+  std::error_code ec;
+  if (!fs::exists(directory_, ec)) return "";  // will be created private
+  return secure_fs::folder_trust_problem(directory_);
+}
+
 std::string ModuleCache::key_for(const std::string& source, const CompilerConfig& config,
                                  const std::string& extra_key) const {
   return make_key(source, compiler_identity(config.cxx), config.flags, extra_key);
 }
 
-CacheEntry ModuleCache::get_or_build(const std::string& name, const std::string& source,
-                                     const CompilerConfig& config, const std::string& extra_key) {
-  const std::string identity = compiler_identity(config.cxx);
-  const std::string key = make_key(source, identity, config.flags, extra_key);
-  const fs::path entry = directory_ / key;
-  CacheEntry result{key, entry / kModuleFile, false, 0.0};
-
-  ensure_directory(directory_);
-  // Holding the key's lock for check *and* build means concurrent callers of one build wait for
-  // the first to finish and then find a hit, instead of all compiling the same thing.
-  KeyLock lock(directory_ / (key + ".lock"));
-
+std::optional<ModuleCache::Outcome> ModuleCache::lookup_in(const fs::path& dir, const Request& rq, bool load,
+                                                         std::string* why) {
   std::error_code ec;
-  if (fs::exists(entry, ec)) {
-    if (entry_is_valid(entry, key)) {
-      result.was_hit = true;
-      return result;
-    }
-    discard_directory(directory_, entry, key);  // corrupted or partial: rebuild from scratch
+  if (!fs::exists(dir, ec)) secure_fs::make_private_folders(dir);
+  if (std::string problem = secure_fs::folder_trust_problem(dir); !problem.empty()) {
+    *why = fmt::format("its entries are not trusted: {}", problem);
+    return std::nullopt;
   }
+  const fs::path entry = dir / rq.key;
+  Outcome out{CacheEntry{rq.key, entry / kModuleFile, true, 0.0, ""}, std::nullopt};
+
+  // A verified hit needs no lock and writes nothing, so read-only caches serve hits. If the entry
+  // goes away between check and load (a concurrent clear), the locked path below decides.
+  if (entry_problem(entry, rq.key).empty()) {
+    if (!load) return out;
+    try {
+      out.module.emplace(out.entry.path);
+      return out;
+    } catch (const CompileError&) {
+    }
+  }
+
+  // Holding the key's lock for check, build *and* load means concurrent callers of one build wait
+  // for the first to finish and then find a hit, and clear() cannot remove an entry between its
+  // check and its load.
+  KeyLock lock(dir / (rq.key + ".lock"));
+  if (!lock.held()) {
+    if (secure_fs::is_no_space(lock.error())) throw_no_space(dir, "creating a lock file", lock.error());
+    *why = lock.why();
+    return std::nullopt;
+  }
+  std::string problem = entry_problem(entry, rq.key);
+  if (problem.empty()) {
+    if (!load) return out;
+    try {
+      out.module.emplace(out.entry.path);
+      return out;
+    } catch (const CompileError& e) {
+      problem = fmt::format("it cannot be loaded: {}", e.what());  // evicted and rebuilt once, below
+    }
+  }
+  if (problem != kAbsent && !discard_directory(dir, entry, rq.key)) {
+    *why = fmt::format("the unusable entry '{}' ({}) cannot be removed", entry.string(), problem);
+    return std::nullopt;
+  }
+  out.entry.was_hit = false;
+  sweep(dir, rq.key);
 
   // Build in a private directory and publish it with one rename, so that no reader -- including
   // one that ignores the lock -- ever sees a half-written entry.
-  const fs::path staging = directory_ / fmt::format("tmp-{}-{}", key, unique_suffix());
-  if (!fs::create_directory(staging, ec) || ec) {
-    throw CacheError(fmt::format("cannot create '{}' in the module cache: {}", staging.string(),
-                                 ec ? ec.message() : "already exists"));
+  const fs::path staging = dir / fmt::format("tmp-{}-{}-{}", rq.key, host_tag(), unique_suffix());
+  if (mkdir(staging.c_str(), 0700) != 0) {
+    const int error = errno;
+    if (secure_fs::is_no_space(error)) throw_no_space(dir, "creating a build folder", error);
+    *why = fmt::format("cannot create '{}': {}", staging.string(), std::strerror(error));
+    return std::nullopt;
   }
   RemoveOnExit cleanup(staging);
-  write_file(staging / kSourceFile, source);
+  const int dirfd = secure_fs::open_folder(staging);
+  if (dirfd < 0) {
+    throw CacheError(fmt::format("cannot open the build folder '{}': {}", staging.string(), std::strerror(errno)));
+  }
+  CloseOnExit close_dir(dirfd);
+  fchmod(dirfd, 0700);
+  secure_fs::write_file_at(dirfd, kSourceFile, rq.source, staging);
 
   const auto start = std::chrono::steady_clock::now();
-  compile_shared_object(staging / kSourceFile, staging / kModuleFile, config,
-                        directory_ / "failed" / (key + ".cpp"));
-  result.compile_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  try {
+    compile_shared_object(staging / kSourceFile, staging / kModuleFile, rq.config, dir / "failed" / (rq.key + ".cpp"));
+  } catch (const CompileError&) {
+    cap_failed(dir, rq.key);
+    throw;
+  }
+  out.entry.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  const auto digest = digest_file(staging / kModuleFile);
-  if (!digest) {
-    throw CacheError(fmt::format("cannot read back the compiled module '{}'",
-                                 (staging / kModuleFile).string()));
+  // A compiler that reports success is not believed blindly: a module cut short (full disk, a
+  // killed linker, a broken wrapper) would be published and then crash every later run.
+  const fs::path built = staging / kModuleFile;
+  const int module_fd = openat(dirfd, kModuleFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (module_fd < 0) {
+    throw CompileError(fmt::format("cannot open the compiled module '{}': {}", built.string(), std::strerror(errno)));
+  }
+  CloseOnExit close_module(module_fd);
+  fchmod(module_fd, 0600);
+  const auto digest = digest_fd(module_fd);
+  if (!digest) throw CacheError(fmt::format("cannot read back the compiled module '{}'", built.string()));
+  if (std::string bad = secure_fs::shared_object_problem(module_fd, digest->size); !bad.empty()) {
+    throw CompileError(fmt::format("the C++ compiler '{}' reported success for program '{}' but wrote an unusable "
+                                   "module: {}; nothing was published",
+                                   rq.config.cxx, rq.name, bad));
+  }
+  try {
+    LoadedModule trial(built);
+  } catch (const CompileError& e) {
+    throw CompileError(fmt::format("the module compiled for program '{}' cannot be loaded, so it was not published: {}",
+                                   rq.name, e.what()));
   }
   const json meta = {
-      {"name", name},
-      {"key", key},
-      {"compiler", identity},
-      {"cxx", config.cxx},
-      {"flags", config.flags},
-      {"extra_key", extra_key},
+      {"name", rq.name},
+      {"key", rq.key},
+      {"compiler", rq.identity},
+      {"cxx", rq.config.cxx},
+      {"flags", rq.config.flags},
+      {"extra_key", rq.extra_key},
       {"created", utc_now_iso8601()},
-      {"compile_seconds", result.compile_seconds},
+      {"compile_seconds", out.entry.compile_seconds},
       {"module_size", digest->size},
       {"module_xxh3_64", fmt::format("{:016x}", digest->xxh3)},
   };
-  write_file(staging / kMetaFile, meta.dump(2) + "\n");
+  secure_fs::write_file_at(dirfd, kMetaFile, meta.dump(2) + "\n", staging);
 
   fs::rename(staging, entry, ec);
   if (ec) {
     // Only possible if someone wrote <key>/ without the lock; accept their entry if it is sound.
-    if (entry_is_valid(entry, key)) return result;
-    throw CacheError(fmt::format("cannot publish '{}' as '{}' in the module cache: {}",
-                                 staging.string(), entry.string(), ec.message()));
+    if (!entry_problem(entry, rq.key).empty()) {
+      throw CacheError(fmt::format("cannot publish '{}' as '{}' in the module cache: {}", staging.string(),
+                                   entry.string(), ec.message()));
+    }
+  } else {
+    cleanup.release();
   }
-  cleanup.release();
-  return result;
+  if (load) out.module.emplace(out.entry.path);  // still under the lock
+  return out;
+}
+
+ModuleCache::Outcome ModuleCache::lookup(const Request& rq, bool load) {
+  std::string why;
+  if (auto out = lookup_in(directory_, rq, load, &why)) return *std::move(out);
+  const fs::path fallback = fallback_directory();
+  std::string fallback_why = "it is the configured cache itself";
+  if (fallback != directory_) {
+    if (auto out = lookup_in(fallback, rq, load, &fallback_why)) {
+      out->entry.fallback_reason = fmt::format("module cache '{}' not used: {}", directory_.string(), why);
+      return *std::move(out);
+    }
+  }
+  throw CacheError(fmt::format("cannot use the module cache '{}' ({}) nor the private fallback '{}' ({})",
+                               directory_.string(), why, fallback.string(), fallback_why));
+}
+
+CacheEntry ModuleCache::get_or_build(const std::string& name, const std::string& source,
+                                     const CompilerConfig& config, const std::string& extra_key) {
+  const std::string identity = compiler_identity(config.cxx);
+  const Request rq{name, source, config, extra_key, identity, make_key(source, identity, config.flags, extra_key)};
+  return lookup(rq, /*load=*/false).entry;
+}
+
+LoadedEntry ModuleCache::get_or_load(const std::string& name, const std::string& source,
+                                     const CompilerConfig& config, const std::string& extra_key) {
+  const std::string identity = compiler_identity(config.cxx);
+  const Request rq{name, source, config, extra_key, identity, make_key(source, identity, config.flags, extra_key)};
+  Outcome out = lookup(rq, /*load=*/true);
+  return LoadedEntry{std::move(out.entry), std::move(*out.module)};
+}
+
+std::size_t ModuleCache::remove_leftovers() {
+  std::error_code ec;
+  if (!fs::exists(directory_, ec)) return 0;
+  return sweep(directory_, "");
 }
 
 std::vector<CacheListing> ModuleCache::list() const {
@@ -334,15 +642,17 @@ std::vector<CacheListing> ModuleCache::list() const {
     throw CacheError(fmt::format("cannot read the module cache directory '{}': {}",
                                  directory_.string(), ec.message()));
   }
+  const std::string folder_problem = trust_problem();
   for (const auto& item : it) {
     const std::string key = item.path().filename().string();
     std::error_code type_ec;
     if (!is_key(key) || !item.is_directory(type_ec)) continue;
-    CacheListing listing{key, "?", directory_size(item.path()), ""};
+    CacheListing listing{key, "?", directory_size(item.path()), "", ""};
     if (const auto meta = read_json(item.path() / kMetaFile)) {
       listing.name = meta->value("name", "?");
       listing.created = meta->value("created", "");
     }
+    listing.problem = folder_problem.empty() ? entry_problem(item.path(), key) : folder_problem;
     listings.push_back(std::move(listing));
   }
   std::sort(listings.begin(), listings.end(), [](const CacheListing& a, const CacheListing& b) {
@@ -362,8 +672,9 @@ std::string ModuleCache::show(const std::string& key) const {
     throw CacheError(fmt::format("no usable entry '{}' in the module cache '{}'", key,
                                  directory_.string()));
   }
-  return fmt::format("{}\nsource: {}\nmodule: {}\n", meta->dump(2),
-                     (entry / kSourceFile).string(), (entry / kModuleFile).string());
+  const std::string problem = entry_problem(entry, key);
+  return fmt::format("{}\nsource: {}\nmodule: {}\n{}", meta->dump(2), (entry / kSourceFile).string(),
+                     (entry / kModuleFile).string(), problem.empty() ? "" : "not used: " + problem + "\n");
 }
 
 std::size_t ModuleCache::clear() {
@@ -379,8 +690,20 @@ std::size_t ModuleCache::clear() {
   }
 
   std::size_t removed = 0;
+  // A "lock file" that is a symbolic link or a folder can be locked by nobody (KeyLock refuses it),
+  // so nobody builds under it: remove the item itself (never what a link points to).
+  for (const auto& path : items) {
+    struct stat st {};
+    const std::string name = path.filename().string();
+    if (name.size() == 37 && name.ends_with(".lock") && is_key(name.substr(0, 32)) && owned_by_me(path) &&
+        lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      fs::remove_all(path, ec);
+    }
+  }
   for (const auto& path : items) {
     const std::string name = path.filename().string();
+    // In a shared folder, only what this user made is theirs to remove (root removes everything).
+    if (!owned_by_me(path)) continue;
     // Every item except failed/ belongs to one key: <key>, <key>.lock, tmp-<key>-..., stale-<key>-...
     std::string key;
     if (is_key(name)) {
@@ -396,9 +719,13 @@ std::size_t ModuleCache::clear() {
       continue;
     }
     if (!is_key(key)) continue;  // not ours: leave it alone
-    // Taking the key's lock waits for a build in progress, so its files are never pulled away
-    // from under the compiler.
+    // Taking the key's lock waits for a build or a load in progress, so its files are never pulled
+    // away from under the compiler or dlopen.
     KeyLock lock(directory_ / (key + ".lock"));
+    if (!lock.held()) {
+      if (lock.foreign()) continue;  // someone else's key in a shared folder
+      throw CacheError(fmt::format("cannot clear the module cache '{}': {}", directory_.string(), lock.why()));
+    }
     const bool was_entry = is_key(name) && fs::is_directory(path, ec);
     if (name != key + ".lock") fs::remove_all(path, ec);
     if (ec) {

@@ -11,17 +11,29 @@
 // Layout of the cache directory:
 //   <key>/module.so, source.cpp, meta.json   one published entry
 //   <key>.lock                                flock'ed while the entry is checked or built
-//   tmp-<key>-<pid>-<random>/                 a build in progress, renamed to <key>/ when done
+//   tmp-<key>-<host>-<pid>-<random>/          a build in progress, renamed to <key>/ when done
+//   stale-<key>-<pid>-<random>/               an entry being discarded
 //   failed/<key>.cpp, failed/<key>.log        sources the compiler rejected, for the user to see
+//                                             (the newest kMaxFailedSources)
 // Entries are immutable once published: a rebuild goes to a fresh directory that replaces the old
 // one by rename, so a module another process has mapped is never rewritten underneath it.
+//
+// Trust (docs/cache.md): a module runs with the rights of whoever loads it, so an entry is used
+// only if it, its files, the cache folder and every folder above are owned by the current user or
+// root and not writable by others (secure_fs.h). Everything is created 0700/0600. A module is
+// checked (size and hash against meta.json, complete ELF image) before every load, and a new one
+// is also loaded once in the building process before it is published. A cache folder that is not
+// trusted, or that cannot be written (a read-only mount, a system-wide folder), still serves
+// verified hits without writing anything; builds then go to fallback_directory().
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "toolchain/compiler.h"
+#include "toolchain/loaded_module.h"
 
 namespace fieldflow::toolchain {
 
@@ -30,6 +42,16 @@ struct CacheEntry {
   std::filesystem::path path;         // <dir>/<key>/module.so
   bool was_hit = false;               // true when no compilation was needed
   double compile_seconds = 0.0;       // wall time spent in the compiler (0 on a hit)
+  // Empty when the configured cache folder served the entry; otherwise why it could not (untrusted,
+  // not writable, ...) and so the entry lies in fallback_directory().
+  std::string fallback_reason;
+};
+
+// An entry and its module, loaded while the entry's lock was held (so a concurrent clear() cannot
+// pull the file away between lookup and load).
+struct LoadedEntry {
+  CacheEntry entry;
+  LoadedModule module;
 };
 
 struct CacheListing {
@@ -37,11 +59,16 @@ struct CacheListing {
   std::string name;            // program name recorded at build time ("?" if meta.json is unusable)
   std::uintmax_t size_bytes;   // all files of the entry (module, source, metadata)
   std::string created;         // ISO 8601 UTC, as recorded in meta.json
+  std::string problem;         // empty when the entry is trusted (see above), else why it is ignored
 };
+
+// failed/ keeps the sources of this many most recent failed builds.
+inline constexpr std::size_t kMaxFailedSources = 20;
 
 class ModuleCache {
  public:
-  // `directory` empty: default_directory(). Nothing is created until something is stored.
+  // `directory` empty: default_directory(). Made absolute (relative to the current directory).
+  // Nothing is created until something is stored.
   explicit ModuleCache(std::filesystem::path directory = {});
 
   // env FIELDFLOW_CACHE_DIR, else $XDG_CACHE_HOME/fieldflow, else $HOME/.cache/fieldflow.
@@ -49,16 +76,31 @@ class ModuleCache {
 
   const std::filesystem::path& directory() const { return directory_; }
 
+  // Where builds go when directory() cannot take them: $XDG_CACHE_HOME/fieldflow, else
+  // $HOME/.cache/fieldflow, else (or when that is directory() itself) <temp>/fieldflow-<uid>.
+  std::filesystem::path fallback_directory() const;
+
+  // "" when directory() is trusted (see above), else why its entries are ignored.
+  std::string trust_problem() const;
+
   // The key get_or_build would use. Throws CompileError if the compiler cannot be identified.
   std::string key_for(const std::string& source, const CompilerConfig& config,
                       const std::string& extra_key) const;
 
-  // Returns the cached module for this build, compiling it first when absent or damaged (a hit
-  // requires meta.json and a module.so whose size and hash match it). Safe to call concurrently
-  // from any number of threads and processes: each build is compiled exactly once.
-  // Throws CompileError (compiler missing or rejecting the source; the source is kept under
-  // failed/ and the message says where) or CacheError (directory unusable, naming it).
+  // Returns the cached module for this build, compiling it first when absent, damaged or untrusted
+  // (a hit requires a trusted entry, meta.json and a module.so whose size and hash match it and
+  // that is a complete ELF image). Safe to call concurrently from any number of threads and
+  // processes: each build is compiled exactly once. The returned path may be removed by a
+  // concurrent clear() before the caller loads it: get_or_load() does not have that race.
+  // Throws CompileError (compiler missing or rejecting the source -- kept under failed/, the
+  // message says where --, or producing a module that cannot be loaded) or CacheError (directory
+  // unusable, or a full disk, naming the folder).
   CacheEntry get_or_build(const std::string& name, const std::string& source,
+                          const CompilerConfig& config, const std::string& extra_key);
+
+  // get_or_build, and the module loaded (RTLD_NOW) before the entry's lock is released. A hit that
+  // fails to load is evicted and rebuilt once.
+  LoadedEntry get_or_load(const std::string& name, const std::string& source,
                           const CompilerConfig& config, const std::string& extra_key);
 
   // Published entries, oldest first. A missing cache directory is empty, not an error.
@@ -69,10 +111,23 @@ class ModuleCache {
   std::string show(const std::string& key) const;
 
   // Removes every entry (and failed sources, leftovers of interrupted builds, lock files);
-  // returns the number of entries removed. Waits for builds in progress to finish first.
+  // returns the number of entries removed. Waits for builds in progress to finish first. In a
+  // folder that is not trusted, only what the current user owns is removed.
   std::size_t clear();
 
+  // Removes leftovers: temporary folders of builds whose process is gone (or older than a day),
+  // stale-* folders, lock files of keys without an entry that nobody holds, and failed sources
+  // beyond kMaxFailedSources. Runs before every build; returns the number of items removed.
+  std::size_t remove_leftovers();
+
  private:
+  struct Request;
+  struct Outcome;
+  // Serves or builds `request` in `dir`; nullopt (reason in *why) when `dir` cannot be used for it.
+  std::optional<Outcome> lookup_in(const std::filesystem::path& dir, const Request& request, bool load,
+                                   std::string* why);
+  Outcome lookup(const Request& request, bool load);
+
   std::filesystem::path directory_;
 };
 
