@@ -23,6 +23,7 @@
 #include "toolchain/compiler.h"
 #include "toolchain/loaded_module.h"
 #include "toolchain/module_cache.h"
+#include "toolchain/toolchain_support.h"
 
 namespace fieldflow::toolchain {
 namespace {
@@ -31,42 +32,9 @@ namespace fs = std::filesystem;
 constexpr const char* kAnswer42 = "extern \"C\" int answer() { return 42; }\n";
 constexpr const char* kAnswer43 = "extern \"C\" int answer() { return 43; }\n";
 
-// Sets (or unsets, with nullopt) an environment variable for one scope and restores it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value->c_str(), 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-int call_answer(const fs::path& module_path) {
-  LoadedModule module(module_path);
-  auto* answer = reinterpret_cast<int (*)()>(module.symbol("answer"));
-  return answer();
-}
+using testing::call_answer;
+using testing::read_text;
+using testing::ScopedEnv;
 
 // Names in the cache directory that are neither published entries, lock files nor failed/: there
 // must be none once all builds are over (no leaked temporary or stale directories).
