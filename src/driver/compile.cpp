@@ -81,7 +81,7 @@ CompiledProgram compile(const ir::Program& program, const CompileOptions& option
     check_buffer_dims(image.schedule);
     image.source = codegen::generate_cpu_source(image.schedule);
     toolchain::ModuleCache cache(options.cache_dir.empty() ? std::filesystem::path{} : std::filesystem::path(options.cache_dir));
-    // Loaded while the entry's lock is held: a concurrent `fieldflow cache clear` cannot remove it in between.
+    // Loaded by the cache (under the entry's lock when needed): a concurrent `fieldflow cache clear` cannot make it fail.
     auto loaded = cache.get_or_load(program.name, image.source, toolchain::default_compiler_config(true),
                                     fmt::format("{}abi{}static:{}", passes::pipeline_description(), FF_ABI_VERSION, static_key));
     const toolchain::CacheEntry& entry = loaded.entry;

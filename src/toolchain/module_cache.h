@@ -20,7 +20,7 @@
 //
 // Trust (docs/cache.md): a module runs with the rights of whoever loads it, so an entry is used
 // only if it, its files, the cache folder and every folder above are owned by the current user or
-// root and not writable by others (secure_fs.h). Everything is created 0700/0600. A module is
+// root and not writable by others or a group other than the owner's private one (secure_fs.h). Everything is created 0700/0600. A module is
 // checked (size and hash against meta.json, complete ELF image) before every load, and a new one
 // is also loaded once in the building process before it is published. A cache folder that is not
 // trusted, or that cannot be written (a read-only mount, a system-wide folder), still serves
@@ -47,8 +47,9 @@ struct CacheEntry {
   std::string fallback_reason;
 };
 
-// An entry and its module, loaded while the entry's lock was held (so a concurrent clear() cannot
-// pull the file away between lookup and load).
+// An entry and its module. A hit is loaded without the lock first; if that fails (a concurrent
+// clear() removed it, say) the lookup is repeated and the module loaded while the entry's lock is
+// held, so clear() cannot pull the file away between lookup and load.
 struct LoadedEntry {
   CacheEntry entry;
   LoadedModule module;
@@ -98,7 +99,7 @@ class ModuleCache {
   CacheEntry get_or_build(const std::string& name, const std::string& source,
                           const CompilerConfig& config, const std::string& extra_key);
 
-  // get_or_build, and the module loaded (RTLD_NOW) before the entry's lock is released. A hit that
+  // get_or_build, and the module loaded (RTLD_NOW; see LoadedEntry for the locking). A hit that
   // fails to load is evicted and rebuilt once.
   LoadedEntry get_or_load(const std::string& name, const std::string& source,
                           const CompilerConfig& config, const std::string& extra_key);

@@ -2,12 +2,18 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -48,6 +54,31 @@ bool table_end(std::uint64_t offset, std::uint64_t count, std::uint64_t entry_si
   return true;
 }
 
+// Whether group `gid` is the private group of user `uid` (Debian's user private groups, where
+// umask 002 makes files group-writable): its only member is that user -- listed alone, or, with no
+// member listed, the user's primary group. The same rule as Debian's OpenSSH for StrictModes.
+bool is_private_group(uid_t uid, gid_t gid) {
+  static std::mutex mutex;
+  static std::map<std::pair<uid_t, gid_t>, bool> known;  // NSS lookups can be slow (LDAP)
+  std::lock_guard lock(mutex);
+  if (auto it = known.find({uid, gid}); it != known.end()) return it->second;
+  bool result = false;
+  std::vector<char> buffer(1 << 16);
+  struct passwd pw {}, *pw_result = nullptr;
+  struct group gr {}, *gr_result = nullptr;
+  if (getpwuid_r(uid, &pw, buffer.data(), buffer.size() / 2, &pw_result) == 0 && pw_result != nullptr &&
+      getgrgid_r(gid, &gr, buffer.data() + buffer.size() / 2, buffer.size() / 2, &gr_result) == 0 &&
+      gr_result != nullptr) {
+    if (gr.gr_mem == nullptr || gr.gr_mem[0] == nullptr) {
+      result = pw.pw_gid == gid;
+    } else {
+      result = gr.gr_mem[1] == nullptr && std::strcmp(gr.gr_mem[0], pw.pw_name) == 0;
+    }
+  }
+  known.emplace(std::make_pair(uid, gid), result);
+  return result;
+}
+
 }  // namespace
 
 std::string trust_problem(const struct stat& st, const fs::path& path) {
@@ -57,7 +88,9 @@ std::string trust_problem(const struct stat& st, const fs::path& path) {
                        me == 0 ? "" : " or root");
   }
   const bool sticky_folder = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_folder) {
+  const bool group_is_owner = (st.st_mode & S_IWGRP) != 0 && is_private_group(st.st_uid, st.st_gid);
+  const mode_t risky = group_is_owner ? S_IWOTH : (S_IWGRP | S_IWOTH);
+  if ((st.st_mode & risky) != 0 && !sticky_folder) {
     return fmt::format("'{}' is writable by {} (mode {:04o}; expected no group or other write permission)",
                        path.string(), (st.st_mode & S_IWOTH) != 0 ? "others" : "its group",
                        st.st_mode & 07777);

@@ -4,8 +4,8 @@
 // A cached module is code that runs with the rights of whoever loads it, so the cache trusts a file
 // only if nobody but the current user (or root) could have written it or swapped it out: the file,
 // its folder and every folder above must be owned by the current user or root and not writable by
-// group or others (a sticky folder such as /tmp is fine: others cannot rename or delete our entries
-// in it). Everything the cache creates is private (folders 0700, files 0600) whatever the umask,
+// others, nor by a group other than the owner's private one (a sticky folder such as /tmp is fine:
+// others cannot rename or delete our entries in it). Everything the cache creates is private (folders 0700, files 0600) whatever the umask,
 // is created without following symbolic links, and is written under a fresh name first and then
 // renamed into place, so that a link planted by someone else is replaced, never written through.
 #include <sys/stat.h>
@@ -17,8 +17,9 @@
 namespace fieldflow::toolchain::secure_fs {
 
 // "" when a file or folder with status `st` at `path` is trusted (owned by the current effective
-// user or root; no group/other write bit unless it is a folder with the sticky bit), otherwise what
-// is wrong with it, e.g. "'/c/k' is owned by uid 65534 (expected uid 0 or root)".
+// user or root; no other-write bit, and no group-write bit unless the group is the owner's private
+// group -- Debian's umask 002 -- , unless it is a folder with the sticky bit), otherwise what is
+// wrong with it, e.g. "'/c/k' is owned by uid 65534 (expected uid 0 or root)".
 std::string trust_problem(const struct stat& st, const std::filesystem::path& path);
 
 // "" when `dir` is an existing folder that is trusted together with every folder above it (after

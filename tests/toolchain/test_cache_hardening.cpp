@@ -213,6 +213,23 @@ TEST_F(CacheHardeningTest, CacheWritableByOthersIsIgnoredAndBuildsGoToThePrivate
   EXPECT_TRUE(ModuleCache(sticky).get_or_build("answer", kAnswer42, config_, "").was_hit);
 }
 
+TEST_F(CacheHardeningTest, GroupWritableIsTrustedOnlyForTheOwnersPrivateGroup) {
+  // Debian's user private groups with umask 002: a group-writable cache whose group has no other
+  // member is as safe as a private one; any other group could plant modules.
+  if (geteuid() != 0) GTEST_SKIP() << "chgrp to an arbitrary group needs root";
+  fs::create_directories(cache_dir_);
+  fs::permissions(cache_dir_, fs::perms::owner_all | fs::perms::group_all);  // 0770
+  ASSERT_EQ(chown(cache_dir_.c_str(), 0, 0), 0);  // root's own group: root is its only member
+  ModuleCache cache(cache_dir_);
+  EXPECT_EQ(cache.trust_problem(), "");
+  EXPECT_EQ(cache.get_or_build("answer", kAnswer42, config_, "").fallback_reason, "");
+  ASSERT_EQ(chown(cache_dir_.c_str(), 0, 100), 0);  // "users": not root's private group
+  EXPECT_NE(cache.trust_problem().find("writable by its group"), std::string::npos) << cache.trust_problem();
+  const CacheEntry entry = cache.get_or_build("answer", kAnswer42, config_, "");
+  EXPECT_NE(entry.fallback_reason.find("writable by its group"), std::string::npos) << entry.fallback_reason;
+  EXPECT_EQ(entry.path.parent_path().parent_path(), dir_ / "xdg" / "fieldflow");
+}
+
 TEST_F(CacheHardeningTest, EverythingIsCreatedPrivateWhateverTheUmask) {
   const mode_t old_umask = umask(0);
   const fs::path nested = dir_ / "a" / "b" / "cache";
