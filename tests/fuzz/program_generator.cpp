@@ -249,6 +249,14 @@ class Generator {
       }
       inputs.push_back(x);
     }
+    // The inputs of one scan combine pointwise: one over [I, K] and one over [J, K] are both
+    // broadcast to [I, J, K] (the language refuses to promote two horizontal dimensions; seed 973177).
+    std::vector<Dimension> all;
+    for (const Expr& x : inputs)
+      for (const Dimension& d : x.type().dims)
+        if (std::find(all.begin(), all.end(), d) == all.end()) all.push_back(d);
+    for (Expr& x : inputs)
+      if (x.type().dims.size() != all.size()) x = broadcast(x, all);
     const double w = std::round(real(0.1, 0.9) * 8) / 8;
     const bool tuple = coin(0.4);
     const int form = uni(0, 3);
