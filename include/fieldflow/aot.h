@@ -101,9 +101,16 @@ int generator_main(int argc, char** argv, void (*programs)(AotPrograms&));
 //   }
 // fieldflow_add_library compiles the generator file with FIELDFLOW_AOT_LIBRARY=<target>, so the
 // function's name is unique per library and several libraries can be linked into one executable.
+#ifdef FIELDFLOW_AOT_LIBRARY
+#define FIELDFLOW_AOT_LIBRARY_GIVEN_ true
+#else
+#define FIELDFLOW_AOT_LIBRARY_GIVEN_ false
+#endif
 #define FIELDFLOW_AOT_CAT_(a, b) a##b
 #define FIELDFLOW_AOT_CAT(a, b) FIELDFLOW_AOT_CAT_(a, b)
-#define FIELDFLOW_AOT_PROGRAMS(registry) \
+#define FIELDFLOW_AOT_PROGRAMS(registry)                                                                \
+  static_assert(FIELDFLOW_AOT_LIBRARY_GIVEN_, "FIELDFLOW_AOT_PROGRAMS needs FIELDFLOW_AOT_LIBRARY=<library>: " \
+                                              "build this file with fieldflow_add_library");       \
   void FIELDFLOW_AOT_CAT(fieldflow_aot_programs_, FIELDFLOW_AOT_LIBRARY)(::fieldflow::AotPrograms & registry)
 
 #endif /* __cplusplus */
