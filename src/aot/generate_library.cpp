@@ -140,15 +140,14 @@ std::vector<GeneratedProgram> generate_library(const AotPrograms& programs, cons
   std::set<std::string> unused_statics;
   for (const auto& [n, v] : options.static_scalars) unused_statics.insert(n);
 
-  std::error_code ec;
-  fs::create_directories(options.out_dir, ec);
-  if (ec) throw ArgumentError(fmt::format("AOT library '{}': cannot create the output directory '{}': {}", options.library,
-                                          options.out_dir.string(), ec.message()));
-  // Every program is built and every option checked before the first file is written.
-  std::vector<std::pair<ir::Program, CompileOptions>> built;
+  // Every program is built, checked and generated before the first file is written.
+  struct Text {
+    std::string name, source, header;
+  };
+  std::vector<Text> texts;
   for (const auto& name : options.programs) {
     const AotPrograms::Entry& entry = programs.find(name);
-    ir::Program program = entry.build();
+    const ir::Program program = entry.build();
     CompileOptions co;
     co.backend = Backend::cpu;
     co.layout = options.layout;
@@ -159,17 +158,6 @@ std::vector<GeneratedProgram> generate_library(const AotPrograms& programs, cons
       co.static_scalars[n] = v;
       unused_statics.erase(n);
     }
-    built.emplace_back(std::move(program), std::move(co));
-  }
-  if (!unused_statics.empty())
-    throw ArgumentError(fmt::format("AOT library '{}': static scalar(s) {} are not scalar parameters of any selected "
-                                    "program ({})", options.library, fmt::join(unused_statics, ", "),
-                                    fmt::join(options.programs, ", ")));
-
-  std::vector<GeneratedProgram> out;
-  for (std::size_t i = 0; i < built.size(); ++i) {
-    const std::string& name = options.programs[i];
-    const auto& [program, co] = built[i];
     // Exactly what load_aot recomputes from the descriptor's registration function.
     const std::string static_key = driver::check_options(program, co);
     const std::string prefix = symbol_prefix(options.library, name);
@@ -191,10 +179,23 @@ std::vector<GeneratedProgram> generate_library(const AotPrograms& programs, cons
         fmt::arg("registration", options.registration), fmt::arg("lib", options.library), fmt::arg("name", name),
         fmt::arg("layout", to_string(options.layout)), fmt::arg("statics", static_key),
         fmt::arg("hash", fingerprint(build)));
+    texts.push_back({name, std::move(source), header_text(options.library, name, program, co)});
+  }
+  if (!unused_statics.empty())
+    throw ArgumentError(fmt::format("AOT library '{}': static scalar(s) {} are not scalar parameters of any selected "
+                                    "program ({})", options.library, fmt::join(unused_statics, ", "),
+                                    fmt::join(options.programs, ", ")));
 
-    GeneratedProgram g{name, options.out_dir / (fn + ".cpp"), options.out_dir / (fn + ".h")};
-    write_file(g.source, source);
-    write_file(g.header, header_text(options.library, name, program, co));
+  std::error_code ec;
+  fs::create_directories(options.out_dir, ec);
+  if (ec) throw ArgumentError(fmt::format("AOT library '{}': cannot create the output directory '{}': {}", options.library,
+                                          options.out_dir.string(), ec.message()));
+  std::vector<GeneratedProgram> out;
+  for (const Text& t : texts) {
+    const std::string fn = descriptor_function(options.library, t.name);
+    GeneratedProgram g{t.name, options.out_dir / (fn + ".cpp"), options.out_dir / (fn + ".h")};
+    write_file(g.source, t.source);
+    write_file(g.header, t.header);
     out.push_back(g);
   }
   return out;
