@@ -2,7 +2,7 @@
 # itself and by the installed package's fieldflowConfig.cmake.
 #
 #   fieldflow_add_library(TARGET <name> GENERATOR <gen.cpp> PROGRAMS <program>...
-#                         [LAYOUT vertical_fastest|horizontal_fastest] [SHARED|STATIC])
+#                         [LAYOUT vertical_fastest|horizontal_fastest|any] [SHARED|STATIC])
 #     <gen.cpp> defines the programs with FIELDFLOW_AOT_PROGRAMS (fieldflow/aot.h). At build time a
 #     generator executable (<gen.cpp> + fieldflow's generator main) writes one C++ source and one C
 #     header per program, fieldflow_aot_<name>_<program>.{cpp,h}; <name> is a library of them and
@@ -51,8 +51,8 @@ function(fieldflow_add_library)
   endforeach()
   if(NOT arg_LAYOUT)
     set(arg_LAYOUT vertical_fastest)
-  elseif(NOT arg_LAYOUT MATCHES "^(vertical_fastest|horizontal_fastest)$")
-    message(FATAL_ERROR "fieldflow_add_library(${arg_TARGET}): LAYOUT '${arg_LAYOUT}', expected vertical_fastest or horizontal_fastest")
+  elseif(NOT arg_LAYOUT MATCHES "^(vertical_fastest|horizontal_fastest|any)$")
+    message(FATAL_ERROR "fieldflow_add_library(${arg_TARGET}): LAYOUT '${arg_LAYOUT}', expected vertical_fastest, horizontal_fastest or any")
   endif()
   if(arg_SHARED AND arg_STATIC)
     message(FATAL_ERROR "fieldflow_add_library(${arg_TARGET}): SHARED and STATIC exclude each other")

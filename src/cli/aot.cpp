@@ -44,7 +44,7 @@ void add_aot(CLI::App& app) {
   auto programs = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--out", *out, "Directory for the generated .cpp and .h files")->required();
   cmd->add_option("--library", *library, "Library name (a C identifier, part of every exported name)")->required();
-  cmd->add_option("--layout", *layout, "vertical_fastest or horizontal_fastest");
+  cmd->add_option("--layout", *layout, "vertical_fastest, horizontal_fastest or any");
   cmd->add_option("--static", *statics, "NAME=VALUE: a static scalar, folded into every program that has it");
   cmd->add_option("programs", *programs, "Built-in program names")->required();
   cmd->callback([=] {

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "fieldflow/aot.h"
+#include "fieldflow_aot_aot_test_any_fvm_nabla.h"
+#include "fieldflow_aot_aot_test_any_vadv.h"
 #include "fieldflow_aot_aot_test_horizontal_c2e2co_sum.h"
 #include "fieldflow_aot_aot_test_horizontal_hdiff.h"
 #include "fieldflow_aot_aot_test_vertical_c2e2co_sum.h"
@@ -19,21 +21,28 @@ namespace fieldflow::testing_support {
 
 struct AotExampleCase {
   std::string example;  // built-in example, also the registered name
-  Layout layout;
+  Layout layout;        // the library's (CompileOptions::layout)
   const ff_aot_program* descriptor;
+  Layout fields;        // of the arguments: layout, or either for Layout::any
 };
 
 inline std::vector<AotExampleCase> aot_example_cases() {
-  return {{"hdiff", Layout::vertical_fastest, fieldflow_aot_aot_test_vertical_hdiff()},
-          {"vadv", Layout::vertical_fastest, fieldflow_aot_aot_test_vertical_vadv()},
-          {"fvm_nabla", Layout::vertical_fastest, fieldflow_aot_aot_test_vertical_fvm_nabla()},
-          {"c2e2co_sum", Layout::vertical_fastest, fieldflow_aot_aot_test_vertical_c2e2co_sum()},
-          {"hdiff", Layout::horizontal_fastest, fieldflow_aot_aot_test_horizontal_hdiff()},
-          {"c2e2co_sum", Layout::horizontal_fastest, fieldflow_aot_aot_test_horizontal_c2e2co_sum()}};
+  constexpr Layout v = Layout::vertical_fastest, h = Layout::horizontal_fastest, any = Layout::any;
+  return {{"hdiff", v, fieldflow_aot_aot_test_vertical_hdiff(), v},
+          {"vadv", v, fieldflow_aot_aot_test_vertical_vadv(), v},
+          {"fvm_nabla", v, fieldflow_aot_aot_test_vertical_fvm_nabla(), v},
+          {"c2e2co_sum", v, fieldflow_aot_aot_test_vertical_c2e2co_sum(), v},
+          {"hdiff", h, fieldflow_aot_aot_test_horizontal_hdiff(), h},
+          {"c2e2co_sum", h, fieldflow_aot_aot_test_horizontal_c2e2co_sum(), h},
+          {"vadv", any, fieldflow_aot_aot_test_any_vadv(), v},
+          {"vadv", any, fieldflow_aot_aot_test_any_vadv(), h},
+          {"fvm_nabla", any, fieldflow_aot_aot_test_any_fvm_nabla(), v},
+          {"fvm_nabla", any, fieldflow_aot_aot_test_any_fvm_nabla(), h}};
 }
 
 inline std::string case_name(const AotExampleCase& c) {
-  return c.example + (c.layout == Layout::vertical_fastest ? "_vertical" : "_horizontal");
+  auto name = [](Layout l) { return std::string(l == Layout::vertical_fastest ? "vertical" : l == Layout::horizontal_fastest ? "horizontal" : "any"); };
+  return c.example + "_" + name(c.layout) + (c.layout == Layout::any ? "_on_" + name(c.fields) : "");
 }
 
 // Memory options of every mode; external memory from an allocator over a vector the options own.

@@ -35,7 +35,7 @@ TEST_P(AotVsJit, BitwiseEqualAtOneToThreeThreadsInEveryMemoryMode) {
   std::vector<examples::ExampleSize> sizes = {{19, 13, 9}};
   if (ex.unstructured) sizes.push_back({7, 5, 7, true});
   for (const examples::ExampleSize& size : sizes) {
-    auto ref = ex.make_instance(size, c.layout, 5);
+    auto ref = ex.make_instance(size, c.fields, 5);
     run_reference(ex.program, ref.arguments());
     for (int threads = 1; threads <= 3; ++threads)
       for (TransientMemoryMode mode : kModes) {
@@ -46,7 +46,7 @@ TEST_P(AotVsJit, BitwiseEqualAtOneToThreeThreadsInEveryMemoryMode) {
         CompiledProgram aot = load_aot(c.descriptor, o);
         CompiledProgram jit = compile(ex.program, o);
         EXPECT_EQ(aot.memory_mode(), mode);
-        auto a = ex.make_instance(size, c.layout, 5), j = ex.make_instance(size, c.layout, 5);
+        auto a = ex.make_instance(size, c.fields, 5), j = ex.make_instance(size, c.fields, 5);
         aot(a.arguments());
         aot(a.arguments());  // a second call (persistent / external memory installed) is the same
         jit(j.arguments());

@@ -45,7 +45,7 @@ TEST(AotWithoutToolchain, EveryProgramEqualsTheReference) {
         o.parallel_threshold = 0;
         o.memory = testing_support::memory_options(mode);
         CompiledProgram aot = load_aot(c.descriptor, o);
-        auto ref = ex.make_instance({17, 11, 6}, c.layout, 3), got = ex.make_instance({17, 11, 6}, c.layout, 3);
+        auto ref = ex.make_instance({17, 11, 6}, c.fields, 3), got = ex.make_instance({17, 11, 6}, c.fields, 3);
         run_reference(ex.program, ref.arguments());
         aot(got.arguments());
         for (auto& [name, field] : ref.fields)
