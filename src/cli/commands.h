@@ -9,5 +9,6 @@ void add_inspect(CLI::App& app);
 void add_plan(CLI::App& app);
 void add_cache(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_aot(CLI::App& app);
 
 }  // namespace fieldflow::cli

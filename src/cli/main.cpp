@@ -1,4 +1,4 @@
-// The fieldflow command-line tool: demo, inspect, plan, cache.
+// The fieldflow command-line tool: demo, inspect, plan, cache, bench, aot.
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   fieldflow::cli::add_plan(app);
   fieldflow::cli::add_cache(app);
   fieldflow::cli::add_bench(app);
+  fieldflow::cli::add_aot(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

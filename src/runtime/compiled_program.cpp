@@ -121,8 +121,8 @@ CompiledProgram::Impl::Impl(Image img) : image(std::move(img)) {
   mode = image.options.memory.resolved_mode();
   num_threads = image.options.num_threads > 0 ? image.options.num_threads : omp_get_max_threads();
   memory = std::make_unique<runtime::TransientMemory>(image.program.name, image.options.memory);
-  if (image.module) {
-    run = reinterpret_cast<std::int32_t (*)(const ff_call*)>(image.module->symbol("ff_run"));
+  if (image.entry) {
+    run = image.entry;
     const std::size_t n = image.program.params.size();
     buffers.assign(n + image.schedule.transients.size(), ff_buffer{});
     tables.assign(n, ff_table{});
@@ -134,7 +134,7 @@ CompiledProgram::Impl::Impl(Image img) : image(std::move(img)) {
 
 CompiledProgram::Impl::SizedPlan CompiledProgram::Impl::plan_for(const SizeMap& sz) const {
   SizedPlan out;
-  if (!image.module) return out;
+  if (!image.entry) return out;
   const ir::Schedule& s = image.schedule;
   out.extents = ir::compute_extents(s, sz);
   const auto bytes = ir::transient_bytes(s, out.extents, num_threads);
@@ -418,7 +418,7 @@ void CompiledProgram::Impl::call(const Arguments& args) {
     ~ClearCallingThread() { id.store(std::thread::id(), std::memory_order_relaxed); }
   } clear_calling_thread{calling_thread};
   check_static_scalars(image.program, image.options.static_scalars, args);
-  if (!image.module) {
+  if (!image.entry) {
     auto lease = memory->begin_call({});
     run_reference(image.program, args);
     return;
@@ -511,7 +511,7 @@ MemoryPlan CompiledProgram::memory_plan(const SizeMap& sizes) const { return imp
 MemoryStats CompiledProgram::memory_stats() const { return impl_->memory->stats(); }
 const std::string& CompiledProgram::generated_source() const { return impl_->image.source; }
 std::string CompiledProgram::schedule_text() const {
-  return impl_->image.module ? impl_->image.schedule.print() : ir::print(impl_->image.program);
+  return impl_->image.entry ? impl_->image.schedule.print() : ir::print(impl_->image.program);
 }
 double CompiledProgram::compile_seconds() const { return impl_->image.compile_seconds; }
 bool CompiledProgram::cache_hit() const { return impl_->image.cache_hit; }

@@ -1,6 +1,7 @@
 #pragma once
 // The state behind fieldflow::CompiledProgram. Built by the compile driver from a schedule and a
-// loaded module; knows nothing of passes or code generation: it talks to the module through the
+// loaded module (JIT), or from a schedule and a function linked into an ahead-of-time library
+// (load_aot); knows nothing of passes or code generation: it talks to generated code through the
 // C ABI (fieldflow/abi.h) and reads the schedule only as data (extents, memory plan).
 #include <atomic>
 #include <memory>
@@ -24,7 +25,10 @@ struct CompiledProgram::Impl {
     CompileOptions options;
     ir::Schedule schedule;                               // cpu backend
     std::string source;                                  // cpu backend
-    std::optional<toolchain::LoadedModule> module;       // cpu backend
+    // cpu backend: the generated ff_run. JIT: a symbol of `module`, which keeps it mapped; AOT:
+    // a function linked into the host's library, and no module at all.
+    std::int32_t (*entry)(const ff_call*) = nullptr;
+    std::optional<toolchain::LoadedModule> module;
     double compile_seconds = 0;
     bool cache_hit = false;
   };

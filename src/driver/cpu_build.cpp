@@ -1,0 +1,76 @@
+#include "driver/cpu_build.h"
+
+#include <fmt/format.h>
+
+#include "codegen/cpu/generate_cpu.h"
+#include "fieldflow/abi.h"
+#include "fieldflow/errors.h"
+#include "passes/pipeline.h"
+
+namespace fieldflow::driver {
+
+namespace {
+// A program may mention any number of dimensions, but one buffer or kernel loop of generated
+// code has at most FF_MAX_DIMS (fixed-size arrays of the C ABI).
+void check_buffer_dims(const ir::Schedule& s) {
+  auto check = [&](const std::vector<Dimension>& dims, const std::string& what) {
+    if (dims.size() <= FF_MAX_DIMS) return;
+    std::string names;
+    for (const auto& d : dims) names += (names.empty() ? "" : ", ") + d.name;
+    throw DimensionError(fmt::format("program '{}': {} has {} dimensions [{}]; compiled code supports at most {} per "
+                                     "field, transient or loop (the reference executor has no limit)",
+                                     s.program.name, what, dims.size(), names, FF_MAX_DIMS));
+  };
+  for (const auto& prm : s.program.params)
+    if (prm.kind == ir::ParamKind::field) check(prm.type.dims, fmt::format("field '{}'", prm.name));
+  for (const auto& t : s.transients) check(t.dims, fmt::format("transient '{}'", t.name));
+  for (const auto& k : s.kernels) check(ir::kernel_loop_dims(s, k), fmt::format("kernel '{}'", k.name));
+}
+}  // namespace
+
+std::string check_options(const ir::Program& program, const CompileOptions& options) {
+  (void)options.memory.resolved_mode();
+  if (static_cast<unsigned>(options.backend) > static_cast<unsigned>(Backend::cpu))
+    throw OptionError(fmt::format("program '{}': backend {} is not a backend: expected reference (0) or cpu (1)",
+                                  program.name, static_cast<unsigned>(options.backend)));
+  if (static_cast<unsigned>(options.layout) > static_cast<unsigned>(Layout::any))
+    throw OptionError(fmt::format("program '{}': layout {} is not a layout: expected vertical_fastest (0), "
+                                  "horizontal_fastest (1) or any (2)", program.name, static_cast<unsigned>(options.layout)));
+  if (options.num_threads < 0)
+    throw OptionError(fmt::format("program '{}': num_threads must be >= 0 (0: OpenMP default), given {}",
+                                  program.name, options.num_threads));
+  if (options.parallel_threshold < 0)
+    throw OptionError(fmt::format("program '{}': parallel_threshold must be >= 0 points (0: always parallel), given {}",
+                                  program.name, options.parallel_threshold));
+  ir::verify(program);
+  std::string static_key;
+  for (const auto& [name, value] : options.static_scalars) {
+    const ir::Param* prm = program.find(name);
+    if (!prm || prm->kind != ir::ParamKind::scalar)
+      throw OptionError(fmt::format("program '{}': static_scalars names '{}', which is not a scalar parameter of the "
+                                    "program", program.name, name));
+    const DType want = prm->type.dtype, given = value.dtype();
+    const bool ok = want == given || (is_integral(want) && is_integral(given)) || (is_floating(want) && is_floating(given));
+    if (!ok)
+      throw OptionError(fmt::format("program '{}': static scalar '{}' is a {} parameter, given a {} value", program.name,
+                                    name, to_string(want), to_string(given)));
+    static_key += fmt::format("{}={};", name, value.cast(want).to_string());
+  }
+  return static_key;
+}
+
+CpuBuild build_cpu_source(const ir::Program& program, const CompileOptions& options, const std::string& symbol_prefix) {
+  passes::PipelineOptions po;
+  po.layout = options.layout;
+  po.target = Device::cpu;
+  po.static_scalars = options.static_scalars;
+  CpuBuild out;
+  out.schedule = passes::lower(program, po);
+  check_buffer_dims(out.schedule);
+  codegen::CpuCodegenOptions co;
+  co.symbol_prefix = symbol_prefix;
+  out.source = codegen::generate_cpu_source(out.schedule, co);
+  return out;
+}
+
+}  // namespace fieldflow::driver

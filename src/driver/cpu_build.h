@@ -1,0 +1,30 @@
+#pragma once
+// What the JIT (compile) and ahead-of-time libraries (the build-time generator and load_aot) share,
+// so that all three check options alike and lower and generate a program to the same schedule and
+// the same source text: an AOT library is only trusted when load_aot regenerates exactly the source
+// it was built from.
+#include <string>
+
+#include "fieldflow/compile.h"
+#include "ir/schedule.h"
+
+namespace fieldflow::driver {
+
+// Checks `options` against `program` as compile() documents it (memory mode, backend, layout,
+// threads, parallel threshold, static scalars naming scalar parameters of a matching kind).
+// Returns the static scalars as canonical text, "name=value;" per scalar in name order, each value
+// cast to its parameter's dtype: equal texts mean equal folded programs.
+std::string check_options(const ir::Program& program, const CompileOptions& options);
+
+struct CpuBuild {
+  ir::Schedule schedule;
+  std::string source;
+};
+
+// Lowers `program` for the CPU with the options' layout and static scalars and generates its source;
+// the exported functions are `<symbol_prefix>run` and `<symbol_prefix>abi_version`. Throws
+// DimensionError when a buffer or loop has more dimensions than generated code supports.
+CpuBuild build_cpu_source(const ir::Program& program, const CompileOptions& options,
+                          const std::string& symbol_prefix = "ff_");
+
+}  // namespace fieldflow::driver
