@@ -582,3 +582,30 @@ TEST(CApiMemory, CallbackReenteringItsOwnHandleIsRefused) {
 }  // namespace
 }  // namespace fieldflow::capi_test
 
+// ---- the C snippet of docs/host.md (docs/snippets/capi_laplacian.c) ----------------------------
+
+extern "C" int laplacian_in_c(int nx, int ny, int nk, double* in, double* out);
+
+namespace fieldflow::capi_test {
+namespace {
+
+TEST(CApiDocs, LaplacianSnippetFromC) {
+  const int nx = 6, ny = 5, nk = 3;
+  std::vector<double> in((nx + 2) * (ny + 2) * nk), out(nx * ny * nk, -1.0);
+  // in[a][b][k] is the point (a - 1, b - 1, k): (a-1)^2 + b has the five-point Laplacian 2.
+  for (int a = 0; a < nx + 2; ++a)
+    for (int b = 0; b < ny + 2; ++b)
+      for (int k = 0; k < nk; ++k) in[(a * (ny + 2) + b) * nk + k] = (a - 1) * (a - 1) + b + 0.5 * k;
+  ASSERT_EQ(laplacian_in_c(nx, ny, nk, in.data(), out.data()), FF_OK) << ff_last_error();
+  for (int i = 0; i < nx; ++i)
+    for (int j = 0; j < ny; ++j)
+      for (int k = 0; k < nk; ++k) {
+        auto at = [&](int di, int dj) { return in[((i + 1 + di) * (ny + 2) + j + 1 + dj) * nk + k]; };
+        const double want = -4 * at(0, 0) + at(1, 0) + at(-1, 0) + at(0, 1) + at(0, -1);
+        EXPECT_EQ(out[(i * ny + j) * nk + k], want);
+        EXPECT_EQ(want, 2.0);
+      }
+}
+
+}  // namespace
+}  // namespace fieldflow::capi_test
