@@ -126,7 +126,8 @@ typedef struct ff_program ff_program; /* opaque; never dereferenced by the calle
  * On failure *program is set to NULL. */
 ff_status ff_program_create(const char* example_name, const ff_options* options, ff_program** program);
 /* Destroys the handle: releases persistent memory and runs the allocator's release for its blocks.
- * Destroying NULL is FF_OK; destroying a destroyed handle is FF_ERROR_INVALID_HANDLE. */
+ * Destroying NULL is FF_OK; destroying a destroyed handle is FF_ERROR_INVALID_HANDLE. A run in
+ * progress on another thread finishes first; the program goes when it returns. */
 ff_status ff_program_destroy(ff_program* program);
 
 /* Built-in example programs: count and name by index (the name is a static string). */

@@ -45,6 +45,9 @@ ff_status ff_mesh_table(const char* kind, int nx, int ny, const char* table, int
                                           t.name, kind, nx, ny, t.n_source, t.max_neighbors, n_source, max_neighbors));
     if (data == nullptr && t.n_source * t.max_neighbors > 0)
       throw ArgumentError(fmt::format("ff_mesh_table: data for table '{}' is NULL", t.name));
+    if (source_stride < 0 || neighbor_stride < 0)
+      throw ArgumentError(fmt::format("ff_mesh_table: table '{}': strides must be >= 0, given ({}, {})", t.name,
+                                      source_stride, neighbor_stride));
     for (std::int64_t i = 0; i < t.n_source; ++i)
       for (int n = 0; n < t.max_neighbors; ++n) data[i * source_stride + n * neighbor_stride] = t(i, n);
   });

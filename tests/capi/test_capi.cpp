@@ -101,6 +101,21 @@ TEST(CApi, ReferenceBackendThroughTheCApi) {
   expect_bitwise_equal("out", args.fields.at("out"), ref.fields.at("out"));
 }
 
+TEST(CApi, LayoutAnyTakesArraysOfEveryOrderInOneRun) {
+  const examples::Example& ex = examples::example("hdiff");
+  CallerArguments args(ex, small, Layout::vertical_fastest, Order::c, 1);
+  const examples::ExampleInstance ref = args.reference(ex, small, Layout::vertical_fastest);
+  ff_options o = options_for(Layout::vertical_fastest);
+  o.layout = FF_LAYOUT_ANY;
+  Program p("hdiff", o);
+  FF_ASSERT_OK(args.set_all(p.p, Order::c));
+  Buffer coeff = copy_to_buffer(args.instance.fields.at("coeff"), Order::fortran, 2);  // I unit-stride, padded
+  FF_ASSERT_OK(ff_program_set_field(p.p, "coeff", FF_DTYPE_FLOAT64, coeff.data, 3, coeff.shape.data(),
+                                    coeff.strides.data(), coeff.origin.data()));
+  FF_ASSERT_OK(ff_program_run(p.p));
+  expect_bitwise_equal("out", args.fields.at("out"), ref.fields.at("out"));
+}
+
 // ---- from C --------------------------------------------------------------------------------
 
 TEST(CApiFromC, HdiffOnPaddedRowMajorArrays) {
