@@ -3,6 +3,7 @@
 // (c_driver.c); every bad input of issue 9 is a status with a message and changes nothing.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <set>
@@ -169,6 +170,32 @@ TEST(CApiFromC, DestroyedNullAndBogusHandlesAreErrorsNotCrashes) {
   ff_memory_stats stats;
   EXPECT_EQ(ff_program_memory_stats(nullptr, &stats), FF_ERROR_INVALID_HANDLE);
   EXPECT_EQ(ff_program_destroy(nullptr), FF_OK);  // like free(NULL)
+}
+
+TEST(CApiFromC, DestroyWhileAnotherThreadRunsTheHandle) {
+  // The run in progress keeps the program alive; later runs on the handle are invalid-handle errors.
+  const examples::Example& ex = examples::example("laplacian");
+  CallerArguments args(ex, small, Layout::vertical_fastest, Order::c, 0);
+  ff_program* p = nullptr;
+  const ff_options o = options_for(Layout::vertical_fastest);
+  FF_ASSERT_OK(ff_program_create("laplacian", &o, &p));
+  FF_ASSERT_OK(args.set_all(p, Order::c));
+  std::atomic<int> ok{0}, invalid{0}, other{0};
+  std::atomic<bool> started{false};
+  std::thread runner([&] {
+    // Runs until the handle is gone (bounded, in case destroy never takes effect).
+    for (long i = 0; i < 10'000'000 && invalid == 0; ++i) {
+      const int s = ff_program_run(p);
+      started = true;
+      (s == FF_OK ? ok : s == FF_ERROR_INVALID_HANDLE ? invalid : other)++;
+    }
+  });
+  while (!started) std::this_thread::yield();
+  FF_ASSERT_OK(ff_program_destroy(p));
+  runner.join();
+  EXPECT_GT(ok.load(), 0);
+  EXPECT_EQ(invalid.load(), 1);
+  EXPECT_EQ(other.load(), 0);
 }
 
 // ---- status codes and messages ---------------------------------------------------------------
