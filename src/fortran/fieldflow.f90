@@ -42,17 +42,17 @@ module fieldflow
   integer(c_int), parameter, public :: FF_PARAM_FIELD = 0, FF_PARAM_SCALAR = 1, FF_PARAM_CONNECTIVITY = 2
   integer(c_int), parameter, public :: FF_DIM_HORIZONTAL = 0, FF_DIM_VERTICAL = 1, FF_DIM_LOCAL = 2
 
-  ! ff_options of fieldflow.h, member for member. Fill with ff_options_init, then change fields.
+  ! ff_options of fieldflow.h, member for member. Initialised to ff_options_init's defaults.
   type, bind(c), public :: ff_options
-    integer(c_int32_t) :: backend
-    integer(c_int32_t) :: layout
-    integer(c_int32_t) :: memory_mode
-    integer(c_int32_t) :: num_threads
-    integer(c_int64_t) :: parallel_threshold
-    type(c_ptr) :: cache_dir             ! a NUL-terminated C string, or c_null_ptr
-    type(c_funptr) :: allocate           ! c_funloc of a bind(c) allocator, or c_null_funptr
-    type(c_funptr) :: release
-    type(c_ptr) :: allocator_user_data
+    integer(c_int32_t) :: backend = FF_BACKEND_CPU
+    integer(c_int32_t) :: layout = FF_LAYOUT_VERTICAL_FASTEST
+    integer(c_int32_t) :: memory_mode = FF_MEMORY_DEFAULT
+    integer(c_int32_t) :: num_threads = 0
+    integer(c_int64_t) :: parallel_threshold = 16384
+    type(c_ptr) :: cache_dir = c_null_ptr            ! a NUL-terminated C string, or c_null_ptr
+    type(c_funptr) :: allocate = c_null_funptr       ! c_funloc of a bind(c) allocator (ff_allocate_fn)
+    type(c_funptr) :: release = c_null_funptr        ! c_funloc of a bind(c) ff_release_fn
+    type(c_ptr) :: allocator_user_data = c_null_ptr
   end type ff_options
 
   ! ff_memory_stats of fieldflow.h (uint64_t counters, read as integer(c_int64_t)).

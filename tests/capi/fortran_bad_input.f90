@@ -1,6 +1,6 @@
 ! Bad input from Fortran through the module `fieldflow` (issue 9): a workspace smaller than
-! queried, arrays in the wrong stride order, the wrong kind, a destroyed and a never-created
-! handle — each an error status with a message, nothing written. And a padded array section passed
+! queried, an allocator written in Fortran that returns no memory, arrays in the wrong stride
+! order, the wrong kind, a destroyed and a never-created handle — each an error status with a message, nothing written. And a padded array section passed
 ! as a view (strides taken from the section) gives the same results as a contiguous copy.
 program fortran_bad_input
   use, intrinsic :: iso_c_binding
@@ -12,10 +12,11 @@ program fortran_bad_input
   real(dp), target :: in(nx + 4, ny + 4, nk), padded(nx + 3, ny, nk), coeff(nx, ny, nk), a(nx, ny, nk), b(nx, ny, nk)
   real(c_float), target :: single(nx, ny, nk)
   integer(c_int8_t), allocatable, target :: arena(:)
-  type(ff_options) :: o
+  type(ff_options) :: o, defaults
   type(ff_program) :: vadv, hdiff, never, gone
   integer(c_size_t) :: bytes, alignment, offset
   integer(c_int) :: status
+  integer(c_int), target :: allocator_calls = 0
   integer :: i, j, k
   integer(c_int64_t), parameter :: halo2(3) = [-2_c_int64_t, -2_c_int64_t, 0_c_int64_t]
 
@@ -39,6 +40,12 @@ program fortran_bad_input
     end do
   end do
   out = -1.0_dp
+
+  ! ---- ff_options' default initialisation equals ff_options_init ------------------------------------
+  call ff_check(ff_options_init(o))
+  call expect(o%backend == defaults%backend .and. o%layout == defaults%layout .and. &
+      o%memory_mode == defaults%memory_mode .and. o%num_threads == defaults%num_threads .and. &
+      o%parallel_threshold == defaults%parallel_threshold, "ff_options defaults match ff_options_init")
 
   ! ---- a workspace smaller than queried ------------------------------------------------------------
   call ff_check(ff_options_init(o))
@@ -67,6 +74,28 @@ program fortran_bad_input
   call ff_check(ff_set_workspace(vadv, FF_DEVICE_CPU, c_loc(arena(offset + 1)), bytes))
   call ff_check(ff_program_run(vadv), "vadv with the queried workspace")
   call expect(any(out /= saved), "the run wrote out")
+
+  ! ---- a Fortran allocator (bind(c), passed with c_funloc) that has no memory to give ----------
+  call ff_check(ff_options_init(o))
+  o%layout = FF_LAYOUT_HORIZONTAL_FASTEST
+  o%allocate = c_funloc(no_memory)
+  o%allocator_user_data = c_loc(allocator_calls)
+  call ff_check(ff_program_create(hdiff, "vadv", o))  ! an allocator and no mode: external memory
+  call ff_check(ff_set_field(hdiff, "u_stage", u_stage))
+  call ff_check(ff_set_field(hdiff, "wcon", wcon))
+  call ff_check(ff_set_field(hdiff, "u_pos", u_pos))
+  call ff_check(ff_set_field(hdiff, "utens", utens))
+  call ff_check(ff_set_field(hdiff, "utens_stage", utens_stage))
+  call ff_check(ff_set_field(hdiff, "out", out))
+  call ff_check(ff_set_real(hdiff, "dtr_stage", 0.15_dp))
+  call ff_check(ff_set_int(hdiff, "nx", nx))
+  call ff_check(ff_set_int(hdiff, "ny", ny))
+  call ff_check(ff_set_int(hdiff, "nk", nk))
+  saved = out
+  call expect_status(ff_program_run(hdiff), FF_ERROR_WORKSPACE, "returned NULL")
+  call expect(allocator_calls == 1, "the allocator was asked once")
+  call expect(all(out == saved), "a rejected run left out unchanged")
+  call ff_check(ff_program_destroy(hdiff))
 
   ! ---- destroyed and never-created handles -----------------------------------------------------
   gone = vadv
@@ -110,6 +139,20 @@ program fortran_bad_input
   write (*, '(a)') "Fortran bad input: every case is a status with a message"
 
 contains
+
+  ! An allocator in Fortran: counts its calls in user_data and returns no memory.
+  function no_memory(user_data, device, bytes, alignment, program) bind(c) result(block)
+    type(c_ptr), value :: user_data
+    integer(c_int), value :: device
+    integer(c_size_t), value :: bytes, alignment
+    type(c_ptr), value :: program
+    type(c_ptr) :: block
+    integer(c_int), pointer :: calls
+    call c_f_pointer(user_data, calls)
+    calls = calls + 1
+    if (device /= FF_DEVICE_CPU .or. bytes == 0 .or. alignment /= 256 .or. .not. c_associated(program)) calls = -100
+    block = c_null_ptr
+  end function no_memory
 
   subroutine expect(ok, what)
     logical, intent(in) :: ok
