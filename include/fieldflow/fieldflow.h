@@ -177,9 +177,11 @@ ff_status ff_program_set_bool_at(ff_program* program, int index, int value);
  * (which must equal the connectivity's), entry (i, n) at data[i * source_stride + n *
  * neighbor_stride], -1 = missing neighbour, others in [0, n_target). C order
  * [n_source][max_neighbors]: strides (max_neighbors, 1); Fortran (n_source, max_neighbors):
- * (1, n_source). Entries are checked for range when the table is first run with, and again only
- * when a different table (pointer, shape or strides) is set: the mesh is static model data, so
- * change a table's entries in place only by setting it again. */
+ * (1, n_source). Entries are range-checked (FF_ERROR_CONNECTIVITY before anything is written) at
+ * the first run with the table, and again only after a rejected run or when a different table
+ * (pointer, shape or strides) was set; setting the same table again does nothing. The mesh is
+ * static model data: a host that rewrites entries in place must set the table from another array
+ * to have them checked again. */
 ff_status ff_program_set_table(ff_program* program, const char* name, const int32_t* data, int64_t n_source,
                                int64_t n_target, int max_neighbors, int64_t source_stride, int64_t neighbor_stride);
 ff_status ff_program_set_table_at(ff_program* program, int index, const int32_t* data, int64_t n_source,
