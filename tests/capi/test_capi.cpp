@@ -356,6 +356,24 @@ TEST(CApiBadInput, NullAndMisalignedViewsAreRejectedWhenSet) {
   expect_bitwise_equal("out", h.args.fields.at("out"), ref.fields.at("out"));
 }
 
+TEST(CApiBadInput, NegativeOrOverlappingOutputStrides) {
+  HdiffSetup h;
+  Buffer& out = h.args.fields.at("out");
+  // A negative stride is refused when the view is made.
+  std::vector<std::int64_t> strides = out.strides;
+  strides[0] = -strides[0];
+  EXPECT_EQ(h.set("out", FF_DTYPE_FLOAT64, out.data, out.shape, strides, out.origin), FF_ERROR_ARGUMENT);
+  expect_words(message(), {"stride"});
+  // Stride 0 along J: every J index of an output would write the same element.
+  strides = out.strides;
+  strides[1] = 0;
+  ASSERT_EQ(h.set("out", FF_DTYPE_FLOAT64, out.data, out.shape, strides, out.origin), FF_OK) << ff_last_error();
+  const std::vector<std::byte> before = out.storage;
+  EXPECT_EQ(ff_program_run(h.p.p), FF_ERROR_ARGUMENT);
+  expect_words(message(), {"hdiff", "'out'", "share an element"});
+  EXPECT_TRUE(before == out.storage);
+}
+
 // A run rejected for `status` leaves every output as it was.
 void expect_rejected_unchanged(HdiffSetup& h, int status, std::initializer_list<const char*> words) {
   const std::vector<std::byte> before = h.args.fields.at("out").storage;
