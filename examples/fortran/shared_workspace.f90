@@ -175,6 +175,8 @@ program shared_workspace
   call ff_check(ff_program_destroy(hdiff_r))
   call ff_check(ff_program_destroy(vadv_r))
   call ff_check(ff_program_destroy(nabla_r))
+  ! The programs are gone, so the arrays they viewed and the workspace may go too.
+  deallocate(pp_c, pp_r, px_c, py_c, px_r, py_r, s_x, s_y, sign, vol, e2v, v2e, arena)
   write (*, '(i0, a)') steps, " steps: every output of hdiff, vadv and fvm_nabla equals the reference backend's bit for bit"
 
 contains
