@@ -125,6 +125,13 @@ typedef struct ff_program ff_program; /* opaque; never dereferenced by the calle
  * e.g. "hdiff", "vadv", "fvm_nabla") with `options` (NULL: defaults) through the on-disk cache.
  * On failure *program is set to NULL. */
 ff_status ff_program_create(const char* example_name, const ff_options* options, ff_program** program);
+/* A handle over one program of an ahead-of-time library (include/fieldflow/aot.h): `aot` is what
+ * the program's generated header returns (fieldflow_aot_<library>_<program>()). No compiler, cache
+ * directory or dlopen is involved. options->layout must be the library's and the backend CPU
+ * (FF_ERROR_OPTION naming both otherwise); memory options, threads and threshold are free. Same
+ * C ABI and bitwise the same results as the JIT-compiled program. */
+struct ff_aot_program;
+ff_status ff_program_create_aot(const struct ff_aot_program* aot, const ff_options* options, ff_program** program);
 /* Destroys the handle: releases persistent memory and runs the allocator's release for its blocks.
  * Destroying NULL is FF_OK; destroying a destroyed handle is FF_ERROR_INVALID_HANDLE. A run in
  * progress on another thread finishes first; the program goes when it returns. */

@@ -12,6 +12,7 @@
 
 #include "capi/handle.h"
 #include "capi/status.h"
+#include "fieldflow/aot.h"
 #include "fieldflow/capi_interop.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/examples.h"
@@ -488,6 +489,19 @@ ff_status ff_program_create(const char* example_name, const ff_options* options,
     if (options) o = *options;
     const CompileOptions c = compile_options(o);
     auto h = std::make_shared<Handle>(compile(examples::example(name).program, c));
+    h->awaits_workspace = !o.allocate && o.memory_mode == FF_MEMORY_EXTERNAL;
+    out = registry().add(std::move(h));
+  });
+}
+
+ff_status ff_program_create_aot(const struct ff_aot_program* aot, const ff_options* options, ff_program** program) {
+  return guarded([&] {
+    ff_program*& out = out_param(program, "ff_program_create_aot", "program");
+    out = nullptr;
+    ff_options o;
+    ff_options_init(&o);
+    if (options) o = *options;
+    auto h = std::make_shared<Handle>(load_aot(aot, compile_options(o)));
     h->awaits_workspace = !o.allocate && o.memory_mode == FF_MEMORY_EXTERNAL;
     out = registry().add(std::move(h));
   });

@@ -71,7 +71,8 @@ module fieldflow
     integer(c_int32_t) :: kind, dtype, rank, is_output
   end type c_param_info
 
-  public :: ff_last_error, ff_check, ff_options_init, ff_program_create, ff_program_destroy, ff_program_run, &
+  public :: ff_last_error, ff_check, ff_options_init, ff_program_create, ff_program_create_aot, &
+      ff_program_destroy, ff_program_run, &
       ff_set_field, ff_set_table, ff_set_int, ff_set_real, ff_set_bool, ff_workspace_query, &
       ff_workspace_for_arguments, ff_set_workspace, ff_get_memory_stats, ff_param_count, ff_param_info, &
       ff_param_dim, ff_mesh_sizes, ff_mesh_table
@@ -128,6 +129,13 @@ module fieldflow
       type(c_ptr), intent(out) :: program
       integer(c_int) :: status
     end function c_program_create
+    function c_program_create_aot(aot, options, program) bind(c, name="ff_program_create_aot") result(status)
+      import :: c_int, c_ptr, ff_options
+      type(c_ptr), value :: aot
+      type(ff_options), intent(in) :: options
+      type(c_ptr), intent(out) :: program
+      integer(c_int) :: status
+    end function c_program_create_aot
     function c_program_destroy(program) bind(c, name="ff_program_destroy") result(status)
       import :: c_int, c_ptr
       type(c_ptr), value :: program
@@ -314,6 +322,18 @@ contains
     end if
     status = c_program_create(c_str(example), o, program%handle)
   end function ff_program_create
+
+  ! A program of an ahead-of-time library: `aot` is what its generated C function
+  ! fieldflow_aot_<library>_<program>() returns (bind it with a bind(c) interface returning c_ptr).
+  function ff_program_create_aot(program, aot, options) result(status)
+    type(ff_program), intent(out) :: program
+    type(c_ptr), intent(in) :: aot
+    type(ff_options), intent(in), optional :: options
+    integer(c_int) :: status
+    type(ff_options) :: o
+    if (present(options)) o = options
+    status = c_program_create_aot(aot, o, program%handle)
+  end function ff_program_create_aot
 
   function ff_program_destroy(program) result(status)
     type(ff_program), intent(inout) :: program

@@ -1,6 +1,6 @@
 ! Bad input from Fortran through the module `fieldflow` (issue 9): a workspace smaller than
 ! queried, an allocator written in Fortran that returns no memory, arrays in the wrong stride
-! order, the wrong kind, a destroyed and a never-created handle — each an error status with a message, nothing written. And a padded array section passed
+! order, the wrong kind, a destroyed and a never-created handle; and an ahead-of-time program — each an error status with a message, nothing written. And a padded array section passed
 ! as a view (strides taken from the section) gives the same results as a contiguous copy.
 program fortran_bad_input
   use, intrinsic :: iso_c_binding
@@ -19,6 +19,13 @@ program fortran_bad_input
   integer(c_int), target :: allocator_calls = 0
   integer :: i, j, k
   integer(c_int64_t), parameter :: halo2(3) = [-2_c_int64_t, -2_c_int64_t, 0_c_int64_t]
+  interface
+    ! The descriptor of vadv in tests/aot's ahead-of-time library aot_test_any (generated header).
+    function fieldflow_aot_aot_test_any_vadv() bind(c, name="fieldflow_aot_aot_test_any_vadv") result(p)
+      import :: c_ptr
+      type(c_ptr) :: p
+    end function fieldflow_aot_aot_test_any_vadv
+  end interface
 
   do k = 1, nk
     do j = 1, ny
@@ -135,6 +142,25 @@ program fortran_bad_input
   call ff_check(ff_set_field(hdiff, "out", b))
   call ff_check(ff_program_run(hdiff), "hdiff on a section")
   call expect(all(a == b), "the section gives the contiguous array's results")
+  call ff_check(ff_program_destroy(hdiff))
+  ! ---- an ahead-of-time program (tests/aot's Layout::any library) equals the JIT bit for bit ---
+  o = defaults
+  call expect_status(ff_program_create_aot(hdiff, fieldflow_aot_aot_test_any_vadv(), o), FF_ERROR_OPTION, &
+      "generated for layout any")
+  o%layout = FF_LAYOUT_ANY  ! the library's layout
+  call ff_check(ff_program_create_aot(hdiff, fieldflow_aot_aot_test_any_vadv(), o), "create_aot")
+  call ff_check(ff_set_field(hdiff, "u_stage", u_stage))
+  call ff_check(ff_set_field(hdiff, "wcon", wcon))
+  call ff_check(ff_set_field(hdiff, "u_pos", u_pos))
+  call ff_check(ff_set_field(hdiff, "utens", utens))
+  call ff_check(ff_set_field(hdiff, "utens_stage", utens_stage))
+  call ff_check(ff_set_field(hdiff, "out", a))
+  call ff_check(ff_set_real(hdiff, "dtr_stage", 0.15_dp))
+  call ff_check(ff_set_int(hdiff, "nx", nx))
+  call ff_check(ff_set_int(hdiff, "ny", ny))
+  call ff_check(ff_set_int(hdiff, "nk", nk))
+  call ff_check(ff_program_run(hdiff), "run the AOT vadv")
+  call expect(all(a == out), "the AOT vadv equals the JIT vadv above")
   call ff_check(ff_program_destroy(hdiff))
   write (*, '(a)') "Fortran bad input: every case is a status with a message"
 

@@ -13,6 +13,7 @@
 #include "capi/capi_harness.h"
 #include "capi/c_driver.h"
 #include "fieldflow/capi_interop.h"
+#include "fieldflow_aot_aot_test_vertical_vadv.h"  // tests/aot: an ahead-of-time library
 #include "fieldflow/compile.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/mesh.h"
@@ -479,6 +480,38 @@ struct AlignedBlock {
   explicit AlignedBlock(std::size_t bytes) { p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256); }
   ~AlignedBlock() { std::free(p); }
 };
+
+TEST(CApiAot, AheadOfTimeProgramEqualsTheJitAndTheReferenceBitwise) {
+  // vadv from tests/aot's vertical_fastest library, with a caller workspace, next to the JIT's.
+  const examples::Example& ex = examples::example("vadv");
+  const ff_options o = options_for(Layout::vertical_fastest, FF_MEMORY_EXTERNAL);
+  ff_program* aot = nullptr;
+  FF_ASSERT_OK(ff_program_create_aot(fieldflow_aot_aot_test_vertical_vadv(), &o, &aot));
+  Program jit("vadv", o);
+  CallerArguments aot_args(ex, small, Layout::vertical_fastest, Order::c, 1);
+  CallerArguments jit_args(ex, small, Layout::vertical_fastest, Order::c, 1);
+  FF_ASSERT_OK(aot_args.set_all(aot, Order::c));
+  FF_ASSERT_OK(jit_args.set_all(jit.p, Order::c));
+  std::size_t aot_bytes = 0, jit_bytes = 0, alignment = 0;
+  FF_ASSERT_OK(ff_program_workspace_for_arguments(aot, FF_DEVICE_CPU, &aot_bytes, &alignment));
+  FF_ASSERT_OK(ff_program_workspace_for_arguments(jit.p, FF_DEVICE_CPU, &jit_bytes, &alignment));
+  EXPECT_EQ(aot_bytes, jit_bytes);
+  AlignedBlock ws(aot_bytes);  // shared: the two run one after the other
+  FF_ASSERT_OK(ff_program_set_workspace(aot, FF_DEVICE_CPU, ws.p, aot_bytes));
+  FF_ASSERT_OK(ff_program_set_workspace(jit.p, FF_DEVICE_CPU, ws.p, jit_bytes));
+  FF_ASSERT_OK(ff_program_run(aot));
+  FF_ASSERT_OK(ff_program_run(jit.p));
+  const auto ref = aot_args.reference(ex, small, Layout::vertical_fastest);
+  expect_bitwise_equal("out (AOT)", aot_args.fields.at("out"), ref.fields.at("out"));
+  expect_bitwise_equal("out (JIT)", jit_args.fields.at("out"), ref.fields.at("out"));
+  FF_ASSERT_OK(ff_program_destroy(aot));
+  // The library was generated for vertical_fastest: another layout is refused at creation.
+  ff_options h = options_for(Layout::horizontal_fastest);
+  EXPECT_EQ(ff_program_create_aot(fieldflow_aot_aot_test_vertical_vadv(), &h, &aot), FF_ERROR_OPTION);
+  EXPECT_EQ(aot, nullptr);
+  expect_words(message(), {"vertical_fastest", "horizontal_fastest"});
+  EXPECT_EQ(ff_program_create_aot(nullptr, &o, &aot), FF_ERROR_ARGUMENT);
+}
 
 TEST(CApiMemory, WorkspaceQueryNeedsExactlyTheSizeSymbols) {
   VadvSetup v(options_for(Layout::horizontal_fastest, FF_MEMORY_EXTERNAL));
