@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages fieldflow builds with, only those missing (idempotent, needs root).
 set -euo pipefail
-packages=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev
+packages=(g++ gfortran cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev
           nlohmann-json3-dev libcli11-dev libxxhash-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -60,6 +60,10 @@ class CompiledProgram {
   std::vector<WorkspaceRequirement> workspace_requirements(const SizeMap& sizes) const;
   // Installs persistent / external memory for these sizes now instead of at the first call.
   void prepare(const SizeMap& sizes);
+  // Replaces the caller-owned workspace of one device (mode external without an allocator), e.g.
+  // with a buffer sized by workspace_requirements after compiling; validated and installed at the
+  // next call. Throws OptionError in any other mode. Waits for a call in progress.
+  void set_external_workspace(Device device, Workspace workspace);
   // Every transient with bytes, live range and offset for given sizes; naive / packed / bound.
   MemoryPlan memory_plan(const SizeMap& sizes) const;
   MemoryStats memory_stats() const;

@@ -506,6 +506,9 @@ std::vector<WorkspaceRequirement> CompiledProgram::workspace_requirements(const 
 }
 
 void CompiledProgram::prepare(const SizeMap& sizes) { impl_->memory->prepare(impl_->plan_for(sizes).requirements); }
+void CompiledProgram::set_external_workspace(Device device, Workspace workspace) {
+  impl_->memory->set_external_workspace(device, std::move(workspace));
+}
 
 MemoryPlan CompiledProgram::memory_plan(const SizeMap& sizes) const { return impl_->plan_for(sizes).plan; }
 MemoryStats CompiledProgram::memory_stats() const { return impl_->memory->stats(); }

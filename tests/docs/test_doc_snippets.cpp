@@ -84,6 +84,22 @@ std::vector<fs::path> markdown_files() {
   return files;
 }
 
+// The code fence's language for a snippet file: C++ snippets are compiled into this test; C and
+// Fortran ones (the C API and the Fortran module, docs/host.md) are built and run by tests/capi;
+// CMake files (the AOT build, docs/snippets/aot/) are fenced as cmake.
+std::string fence_language(const fs::path& file) {
+  const std::string ext = file.extension().string();
+  if (ext == ".c") return "c";
+  if (ext == ".f90") return "fortran";
+  if (file.filename() == "CMakeLists.txt" || ext == ".cmake") return "cmake";
+  return "cpp";
+}
+
+bool is_snippet_file(const fs::path& file) {
+  const std::string ext = file.extension().string();
+  return ext == ".cpp" || ext == ".c" || ext == ".f90";
+}
+
 std::vector<Block> snippet_blocks(const fs::path& md) {
   static const std::string open = "<!-- snippet: ", close = " -->", end = "<!-- end snippet -->";
   std::vector<Block> blocks;
@@ -100,9 +116,7 @@ std::vector<Block> snippet_blocks(const fs::path& md) {
       continue;
     }
     b.path = l.substr(open.size(), l.size() - open.size() - close.size());
-    // CMake files (the AOT build, docs/snippets/aot/) are fenced as cmake, everything else as cpp.
-    const bool cmake = b.path.ends_with("CMakeLists.txt") || b.path.ends_with(".cmake");
-    const std::string fence = cmake ? "```cmake" : "```cpp";
+    const std::string fence = "```" + fence_language(b.path);
     if (i + 1 >= lines.size() || lines[i + 1] != fence) {
       b.problem = "the marker must be followed by a " + fence + " line";
       blocks.push_back(b);
@@ -150,7 +164,7 @@ TEST(DocSnippets, EverySnippetFileIsShownSomewhere) {
     for (const Block& b : snippet_blocks(md)) ++shown[b.path];
   int files = 0;
   for (const auto& e : fs::directory_iterator(kRoot / "docs" / "snippets")) {
-    if (e.path().extension() != ".cpp") continue;
+    if (!is_snippet_file(e.path())) continue;
     ++files;
     const std::string rel = "docs/snippets/" + e.path().filename().string();
     EXPECT_GT(shown[rel], 0) << rel << " is compiled but no Markdown file shows it";
