@@ -184,6 +184,10 @@ class Arguments {
   // elements are the parameters "name.0", "name.1", ...
   Arguments& tuple(const std::string& name, const std::vector<Field*>& elements);
   const std::vector<Entry>& entries() const { return entries_; }
+  // A new value for the scalar entries()[entry], in place: a host that keeps one Arguments across
+  // the calls of its time loop changes a scalar without rebuilding it (which would allocate).
+  // Throws ArgumentError if there is no such entry or it is not a scalar.
+  void set_scalar(std::size_t entry, Scalar v);
   const Entry* find(const std::string& name) const;
 
  private:

@@ -230,14 +230,9 @@ std::unique_lock<std::mutex> lock_handle(Handle& h, const char* function) {
 // The args entry of a parameter, writable. Arguments offers no setter, so a scalar's new value
 // is written into the entry Arguments keeps (the object itself is not const): rebuilding the
 // Arguments for each new value would allocate on every run of a time loop whose dt changes.
-Arguments::Entry& mutable_entry(Handle& h, int param) {
-  const auto& entries = h.args.entries();
-  return const_cast<Arguments::Entry&>(entries[static_cast<std::size_t>(h.entry_of_param[param])]);
-}
-
 void set_scalar(Handle& h, int index, Scalar value) {
   h.scalars[index] = value;
-  if (h.args_built) mutable_entry(h, index).scalar = value;
+  if (h.args_built) h.args.set_scalar(static_cast<std::size_t>(h.entry_of_param[index]), value);
 }
 
 void set_int(Handle& h, int index, std::int64_t v, const char* function) {

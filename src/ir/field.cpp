@@ -339,6 +339,13 @@ Arguments& Arguments::tuple(const std::string& name, const std::vector<Field*>& 
   return *this;
 }
 
+void Arguments::set_scalar(std::size_t entry, Scalar v) {
+  if (entry >= entries_.size() || entries_[entry].kind != Entry::Kind::scalar)
+    throw ArgumentError(fmt::format("arguments: entry {} is not a scalar (there are {} entries)", entry,
+                                    entries_.size()));
+  entries_[entry].scalar = v;
+}
+
 const Arguments::Entry* Arguments::find(const std::string& name) const {
   for (const auto& e : entries_)
     if (e.name == name) return &e;

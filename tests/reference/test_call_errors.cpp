@@ -74,6 +74,16 @@ TEST_F(CallErrors, DuplicatedArgument) {
   EXPECT_TRUE(untouched());
 }
 
+TEST_F(CallErrors, ScalarChangedInPlace) {
+  Arguments args = good();
+  std::size_t s_entry = 0;
+  while (args.entries()[s_entry].name != "s") ++s_entry;
+  args.set_scalar(s_entry, Scalar(5.0));
+  EXPECT_EQ(args.find("s")->scalar.as_double(), 5.0);
+  EXPECT_ERROR(ArgumentError, args.set_scalar(0, Scalar(1.0)), "entry 0 is not a scalar");  // "a", a field
+  EXPECT_ERROR(ArgumentError, args.set_scalar(args.entries().size(), Scalar(1.0)), "is not a scalar");
+}
+
 TEST_F(CallErrors, ArgumentOfTheWrongKind) {
   EXPECT_ERROR(ArgumentError,
                run_program(program, Arguments().field("a", a_).field("s", out2_).scalar("nx", 6).field("out", out_).field("out2", out2_)),
