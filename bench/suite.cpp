@@ -382,17 +382,16 @@ std::size_t register_suite(const SuiteOptions& o) {
           ->MinTime(min_time);
       ++count;
     };
-    // The configuration is selected when any of its cases is; its yardstick copy always comes along.
+    // The configuration is selected when any of its cases is (only then is the program compiled
+    // to learn whether it has transients); its yardstick copy always comes along.
     std::vector<CaseInfo> cases;
     if (has_baseline(kc.program, kc.layout)) cases.push_back(describe(CaseKind::kernel, "handwritten", "none"));
-    const bool transients = has_transients(kc.program, kc.layout);
-    for (TransientMemoryMode mode : all_modes) {
-      if (!transients && mode != TransientMemoryMode::pool) continue;
-      CaseInfo c = describe(CaseKind::kernel, "fieldflow", std::string(to_string(mode)));
-      c.mode_independent = !transients;
-      cases.push_back(c);
-    }
+    for (TransientMemoryMode mode : all_modes)
+      cases.push_back(describe(CaseKind::kernel, "fieldflow", std::string(to_string(mode))));
     if (std::none_of(cases.begin(), cases.end(), [&](const CaseInfo& c) { return selected(c.name); })) continue;
+    const bool transients = has_transients(kc.program, kc.layout);
+    for (CaseInfo& c : cases) c.mode_independent = c.variant == "fieldflow" && !transients;
+    std::erase_if(cases, [](const CaseInfo& c) { return c.mode_independent && c.mode != "pool"; });
     const CaseInfo copy = describe(CaseKind::case_copy, "copy", "none");
     add_kernel_case(copy, [kc, bytes = copy.compulsory_bytes](benchmark::State& st) { run_case_copy(st, kc, bytes); });
     for (const CaseInfo& c : cases) {
