@@ -3,10 +3,14 @@
 #include "baselines.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -58,6 +62,31 @@ const NeighborTable& table(const examples::ExampleInstance& inst, const std::str
 }
 
 Layout layout_of(const examples::ExampleInstance& inst) { return inst.fields.begin()->second.layout(); }
+
+// Per-thread scratch of the solvers, allocated when the baseline is bound (never inside the timed
+// call) and first touched by the thread that uses it. Each thread's part starts on its own 64-byte
+// line, so threads never share a cache line. The timed call runs with threads() threads.
+class ThreadScratch {
+ public:
+  explicit ThreadScratch(std::size_t doubles_per_thread)
+      : threads_(omp_get_max_threads()), stride_((doubles_per_thread + 7) / 8 * 8) {
+    void* p = std::aligned_alloc(64, std::max<std::size_t>(stride_ * threads_, 8) * sizeof(double));
+    if (!p) throw std::bad_alloc();
+    data_.reset(static_cast<double*>(p));
+#pragma omp parallel num_threads(threads_)
+    std::fill(of(omp_get_thread_num()), of(omp_get_thread_num()) + stride_, 0.0);
+  }
+  int threads() const { return threads_; }
+  double* of(int thread) const { return data_.get() + stride_ * static_cast<std::size_t>(thread); }
+
+ private:
+  struct Free {
+    void operator()(double* p) const { std::free(p); }
+  };
+  int threads_;
+  std::size_t stride_;
+  std::unique_ptr<double, Free> data_;
+};
 
 // Every row of the box [0,nx) x [0,ny) x [0,nk) along its unit-stride dimension (K when
 // kfast, else I): body(i, j, k, n) gets the row's first point and its length.
@@ -259,18 +288,24 @@ inline void vadv_coefficients(const VadvFields& f, int i, int j, const VadvColum
   level.template operator()<false, true>(nk - 1);
 }
 
-void vadv_kfast(const VadvFields& f) {
+// Scratch of one thread: a, b, c, d, c', d' of a block, [column][level] each. Columns past the
+// end of the last block keep the benign values they start with (a = c = d = 0, b = 1) or a
+// previous block's; they are computed and never stored.
+std::shared_ptr<ThreadScratch> vadv_kfast_scratch(int nk) {
+  const std::size_t col = static_cast<std::size_t>(nk) * vadv_block;
+  auto scratch = std::make_shared<ThreadScratch>(6 * col);
+  for (int t = 0; t < scratch->threads(); ++t) std::fill(scratch->of(t) + col, scratch->of(t) + 2 * col, 1.0);
+  return scratch;
+}
+
+void vadv_kfast(const VadvFields& f, const ThreadScratch& scratch) {
   const int nk = f.nk, B = vadv_block;
   const int nblocks = (f.ny + B - 1) / B;
   const std::size_t col = static_cast<std::size_t>(nk) * B;
-#pragma omp parallel
+#pragma omp parallel num_threads(scratch.threads())
   {
-    // Columns past the end of the last block keep the benign values they start with
-    // (a = c = d = 0, b = 1) or a previous block's; they are computed and never stored.
-    std::vector<double> buf(6 * col, 0.0);
-    const VadvColumnBuffers t{buf.data(), buf.data() + col, buf.data() + 2 * col,
-                              buf.data() + 3 * col, buf.data() + 4 * col, buf.data() + 5 * col};
-    std::fill(t.b, t.b + col, 1.0);
+    double* buf = scratch.of(omp_get_thread_num());
+    const VadvColumnBuffers t{buf, buf + col, buf + 2 * col, buf + 3 * col, buf + 4 * col, buf + 5 * col};
 #pragma omp for collapse(2) schedule(static)
     for (int i = 0; i < f.nx; ++i)
       for (int jb = 0; jb < nblocks; ++jb) {
@@ -337,16 +372,20 @@ inline void vadv_ifast_level(const VadvFields& f, int j, int k, double* __restri
 
 constexpr int vadv_rows = 2;  // J rows swept together: 2 KB contiguous chunks -> 4 KB per level
 
-void vadv_ifast(const VadvFields& f) {
+// Scratch of one thread: c' and d' of a block [level][row of the block][i], then x [row][i].
+std::size_t vadv_ifast_scratch(int nx, int nk) {
+  return (2 * static_cast<std::size_t>(nk) + 1) * vadv_rows * static_cast<std::size_t>(nx);
+}
+
+void vadv_ifast(const VadvFields& f, const ThreadScratch& scratch) {
   const std::size_t row = static_cast<std::size_t>(f.nx), R = vadv_rows;
   const int nblocks = (f.ny + vadv_rows - 1) / vadv_rows;
-#pragma omp parallel
+#pragma omp parallel num_threads(scratch.threads())
   {
-    // [level][row of the block][i]
-    std::vector<double> cbuf(row * R * f.nk), dbuf(row * R * f.nk), xbuf(row * R);
-    double* __restrict cp = cbuf.data();
-    double* __restrict dp = dbuf.data();
-    double* __restrict xr = xbuf.data();
+    double* buf = scratch.of(omp_get_thread_num());
+    double* __restrict cp = buf;
+    double* __restrict dp = buf + row * R * f.nk;
+    double* __restrict xr = buf + 2 * row * R * f.nk;
     auto at = [&](int k, int r) { return (static_cast<std::size_t>(k) * R + r) * row; };
 #pragma omp for schedule(static)
     for (int jb = 0; jb < nblocks; ++jb) {
@@ -387,8 +426,12 @@ void vadv_ifast(const VadvFields& f) {
 
 std::function<void()> bind_vadv(examples::ExampleInstance& inst) {
   const VadvFields f = vadv_fields(inst);
-  if (layout_of(inst) == Layout::vertical_fastest) return [f] { vadv_kfast(f); };
-  return [f] { vadv_ifast(f); };
+  if (layout_of(inst) == Layout::vertical_fastest) {
+    auto scratch = vadv_kfast_scratch(f.nk);
+    return [f, scratch] { vadv_kfast(f, *scratch); };
+  }
+  auto scratch = std::make_shared<ThreadScratch>(vadv_ifast_scratch(f.nx, f.nk));
+  return [f, scratch] { vadv_ifast(f, *scratch); };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -445,6 +488,11 @@ MeshSizes mesh_sizes(const examples::ExampleInstance& inst, const std::string& n
 }
 
 // fvm_nabla: zavg = 0.5 (pp(E2V[0]) + pp(E2V[1])) per edge; pnabla_x = sum_V2E(zavg S_x sign) / vol.
+// Vertical-fastest, fused: the edge average is computed inside the vertex loop (no edge array),
+// and since every edge of V2E(v) has v as one end, the sum reads v's own column once plus one
+// column per neighbour vertex (7 streams instead of 12). The row's coefficients are hoisted
+// out of the level loop and folded: ((0.5 (a + b)) S) sign == (a + b) ((0.5 S) sign) bit for bit,
+// because scaling by 0.5 and by an orientation sign of +-1 is exact (checked when bound).
 std::function<void()> bind_fvm_nabla(examples::ExampleInstance& inst) {
   const auto pp = view<const double>(inst, "pp", 2);
   const auto sx = view<const double>(inst, "S_x", 1), sy = view<const double>(inst, "S_y", 1);
@@ -454,54 +502,63 @@ std::function<void()> bind_fvm_nabla(examples::ExampleInstance& inst) {
   const std::int32_t* e2v = table(inst, "E2V").data.data();
   const std::int32_t* v2e = table(inst, "V2E").data.data();
   const MeshSizes n = mesh_sizes(inst, "n_vertices");
-  if (n.kfast)
+  if (n.kfast) {
+    for (int v = 0; v < n.n; ++v)
+      for (int q = 0; q < 6; ++q) {
+        const std::int32_t e = v2e[v * 6 + q];
+        if (e < 0) continue;
+        if (e2v[2 * e] != v && e2v[2 * e + 1] != v)
+          throw ArgumentError(fmt::format("baseline fvm_nabla: edge {} of V2E({}) does not end at vertex {}", e, v, v));
+        const double s = sign.d[sign.at(v, q)];
+        if (s != 1.0 && s != -1.0 && s != 0.0)
+          throw ArgumentError(fmt::format("baseline fvm_nabla: sign({}, {}) = {}, expected an orientation +-1", v, q, s));
+      }
     return [=] {
 #pragma omp parallel for schedule(static)
       for (int v = 0; v < n.n; ++v) {
-        const double* pa[6];
-        const double* pb[6];
-        double wx[6], wy[6], sg[6];
+        const double* nb[6];
+        double cx[6], cy[6];
         int m = 0;
-        for (int k = 0; k < 6; ++k) {
-          const std::int32_t e = v2e[v * 6 + k];
+        for (int q = 0; q < 6; ++q) {
+          const std::int32_t e = v2e[v * 6 + q];
           if (e < 0) continue;
-          pa[m] = pp.ptr(e2v[2 * e], 0);
-          pb[m] = pp.ptr(e2v[2 * e + 1], 0);
-          wx[m] = sx.d[sx.at(e)];
-          wy[m] = sy.d[sy.at(e)];
-          sg[m] = sign.d[sign.at(v, k)];
+          const std::int32_t a = e2v[2 * e], b = e2v[2 * e + 1];
+          nb[m] = pp.ptr(a == v ? b : a, 0);
+          const double s = sign.d[sign.at(v, q)];
+          cx[m] = (0.5 * sx.d[sx.at(e)]) * s;
+          cy[m] = (0.5 * sy.d[sy.at(e)]) * s;
           ++m;
         }
-        const double inv = vol.d[vol.at(v)];
+        const double w = vol.d[vol.at(v)];
+        const double* __restrict self = pp.ptr(v, 0);
         double* __restrict ox = px.ptr(v, 0);
         double* __restrict oy = py.ptr(v, 0);
         if (m == 6) {
+          const double *__restrict p0 = nb[0], *__restrict p1 = nb[1], *__restrict p2 = nb[2];
+          const double *__restrict p3 = nb[3], *__restrict p4 = nb[4], *__restrict p5 = nb[5];
 #pragma omp simd
           for (int k = 0; k < n.nk; ++k) {
-            double ax = 0.0, ay = 0.0;
-#pragma GCC unroll 6
-            for (int q = 0; q < 6; ++q) {
-              const double z = 0.5 * (pa[q][k] + pb[q][k]);
-              ax += (z * wx[q]) * sg[q];
-              ay += (z * wy[q]) * sg[q];
-            }
-            ox[k] = ax / inv;
-            oy[k] = ay / inv;
+            const double c = self[k];
+            const double z0 = c + p0[k], z1 = c + p1[k], z2 = c + p2[k];
+            const double z3 = c + p3[k], z4 = c + p4[k], z5 = c + p5[k];
+            ox[k] = ((((((0.0 + z0 * cx[0]) + z1 * cx[1]) + z2 * cx[2]) + z3 * cx[3]) + z4 * cx[4]) + z5 * cx[5]) / w;
+            oy[k] = ((((((0.0 + z0 * cy[0]) + z1 * cy[1]) + z2 * cy[2]) + z3 * cy[3]) + z4 * cy[4]) + z5 * cy[5]) / w;
           }
         } else {
           for (int k = 0; k < n.nk; ++k) {
             double ax = 0.0, ay = 0.0;
             for (int q = 0; q < m; ++q) {
-              const double z = 0.5 * (pa[q][k] + pb[q][k]);
-              ax += (z * wx[q]) * sg[q];
-              ay += (z * wy[q]) * sg[q];
+              const double z = self[k] + nb[q][k];
+              ax += z * cx[q];
+              ay += z * cy[q];
             }
-            ox[k] = ax / inv;
-            oy[k] = ay / inv;
+            ox[k] = ax / w;
+            oy[k] = ay / w;
           }
         }
       }
     };
+  }
   return [=] {
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < n.nk; ++k) {

@@ -1,12 +1,15 @@
 // The suite's report (see report.h).
 #include "report.h"
 
+#include "quiet.h"
+
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -53,7 +56,11 @@ void CollectingReporter::ReportRuns(const std::vector<Run>& runs) {
       samples_.errors[name] = r.error_message;
       shown.push_back(r);
     } else if (r.run_type == Run::RT_Iteration) {
-      if (r.iterations > 0) samples_.seconds[name].push_back(r.real_accumulated_time / static_cast<double>(r.iterations));
+      if (r.iterations > 0) {
+        samples_.seconds[name].push_back(r.real_accumulated_time / static_cast<double>(r.iterations));
+        const auto c = r.counters.find(others_cpu_counter);
+        samples_.others_cpu[name].push_back(c == r.counters.end() ? -1.0 : c->second.value);
+      }
       if (r.repetitions <= 1) shown.push_back(r);  // no aggregates follow a single repetition
     } else if (r.aggregate_name == "median" || r.aggregate_name == "min") {
       shown.push_back(r);
@@ -77,37 +84,77 @@ std::string cpu_model() {
   return "unknown";
 }
 
+namespace {
+
+// One case's repetitions after the quiet-run protocol: the disturbed ones are dropped, unless
+// every one was (then all are kept and the case says so).
+struct CaseStats {
+  double median = 0, min = 0;
+  std::size_t repetitions = 0, rejected = 0;
+  bool all_disturbed = false;
+};
+
+std::optional<CaseStats> case_stats(const Samples& samples, const std::string& name, double max_others_cpu) {
+  auto it = samples.seconds.find(name);
+  if (it == samples.seconds.end() || it->second.empty()) return std::nullopt;
+  const std::vector<double>& t = it->second;
+  const auto o = samples.others_cpu.find(name);
+  std::vector<double> kept;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const double others = o == samples.others_cpu.end() || i >= o->second.size() ? -1.0 : o->second[i];
+    if (!(others > max_others_cpu)) kept.push_back(t[i]);
+  }
+  CaseStats s;
+  s.repetitions = t.size();
+  s.rejected = t.size() - kept.size();
+  if (kept.empty()) {
+    kept = t;
+    s.all_disturbed = true;
+  }
+  s.median = median(kept);
+  s.min = minimum(kept);
+  if (!(s.median > 0)) return std::nullopt;
+  return s;
+}
+
+std::string config_key(const CaseInfo& c) { return c.program + "/" + c.layout + "/" + c.size; }
+
+}  // namespace
+
 nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& samples, const ReportSettings& settings) {
   using nlohmann::json;
-  auto stats = [&](const std::string& name, double& med, double& mn, std::size_t& n) {
-    auto it = samples.seconds.find(name);
-    if (it == samples.seconds.end() || it->second.empty()) return false;
-    med = median(it->second);
-    mn = minimum(it->second);
-    n = it->second.size();
-    return med > 0;
+  std::size_t total_repetitions = 0, rejected_repetitions = 0;
+  std::map<std::string, CaseStats> stats;
+  for (const auto& c : cases)
+    if (auto s = case_stats(samples, c.name, settings.max_others_cpu)) {
+      stats[c.name] = *s;
+      total_repetitions += s->repetitions;
+      rejected_repetitions += s->rejected;
+    }
+  auto stat = [&](const std::string& name) -> const CaseStats* {
+    auto it = stats.find(name);
+    return it == stats.end() ? nullptr : &it->second;
   };
 
   json report;
-  report["schema"] = "fieldflow-bench/1";
+  report["schema"] = "fieldflow-bench/2";
 
-  // Machine and the copy probe.
+  // Machine and its DRAM-sized copy probe.
   double copy_gbps = 0;
   json machine{{"cpu", cpu_model()}, {"threads", omp_get_max_threads()}, {"copy_gbps", nullptr},
                {"copy_bytes", nullptr}, {"copy_median_s", nullptr},
                {"load_average_before", settings.load_before}, {"load_average_after", load_average()}};
   json copies = json::array();
   for (const auto& c : cases) {
-    double med, mn;
-    std::size_t n;
-    if (c.kind != CaseKind::copy || !stats(c.name, med, mn, n)) continue;
-    const double gbps = c.compulsory_bytes / med / 1e9;
-    copies.push_back(json{{"case", c.name}, {"median_s", med}, {"min_s", mn}, {"gbps", gbps}});
+    const CaseStats* s = stat(c.name);
+    if (c.kind != CaseKind::copy || !s) continue;
+    const double gbps = c.compulsory_bytes / s->median / 1e9;
+    copies.push_back(json{{"case", c.name}, {"median_s", s->median}, {"min_s", s->min}, {"gbps", gbps}});
     if (gbps > copy_gbps) {  // the faster probe: the other one was disturbed
       copy_gbps = gbps;
       machine["copy_gbps"] = copy_gbps;
       machine["copy_bytes"] = c.compulsory_bytes;
-      machine["copy_median_s"] = med;
+      machine["copy_median_s"] = s->median;
     }
   }
   machine["copy_probes"] = copies;
@@ -115,38 +162,62 @@ nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& sa
   report["settings"] = json{{"quick", settings.quick}, {"repetitions", settings.repetitions},
                             {"min_time_s", settings.min_time}, {"filter", settings.filter},
                             {"interleaved", settings.interleaved}};
+  report["quiet"] = json{{"idle_wait", settings.idle_wait.is_null() ? json::object() : settings.idle_wait},
+                         {"max_others_cpu", settings.max_others_cpu},
+                         {"repetitions", total_repetitions},
+                         {"rejected_repetitions", rejected_repetitions},
+                         {"load_average_before", settings.load_before},
+                         {"load_average_after", load_average()}};
 
-  // Kernel results; vs_handwritten needs the hand-written case of the same configuration.
-  std::map<std::string, double> handwritten;  // program/layout/size -> median
+  // Per configuration: its same-bytes copy and hand-written medians.
+  std::map<std::string, double> handwritten, yardstick;
   for (const auto& c : cases) {
-    double med, mn;
-    std::size_t n;
-    if (c.kind == CaseKind::kernel && c.variant == "handwritten" && stats(c.name, med, mn, n))
-      handwritten[c.program + "/" + c.layout + "/" + c.size] = med;
+    const CaseStats* s = stat(c.name);
+    if (!s) continue;
+    if (c.kind == CaseKind::kernel && c.variant == "handwritten") handwritten[config_key(c)] = s->median;
+    if (c.kind == CaseKind::case_copy) yardstick[config_key(c)] = c.compulsory_bytes / s->median / 1e9;
   }
-  json results = json::array(), memory = json::array();
+  json results = json::array(), memory = json::array(), configurations = json::array();
   std::set<std::string> planned;
+  std::map<std::string, json> config_json;
+  std::vector<std::string> config_order;
   for (const auto& c : cases) {
-    if (c.kind != CaseKind::kernel) continue;
-    double med, mn;
-    std::size_t n;
-    if (!stats(c.name, med, mn, n)) continue;
-    const double gbps = c.compulsory_bytes / med / 1e9;
-    const auto hw = handwritten.find(c.program + "/" + c.layout + "/" + c.size);
+    if (c.kind != CaseKind::kernel && c.kind != CaseKind::case_copy) continue;
+    const std::string key = config_key(c);
+    if (!config_json.count(key)) {
+      config_order.push_back(key);
+      const auto y = yardstick.find(key);
+      config_json[key] = json{{"program", c.program}, {"layout", c.layout}, {"size", c.size},
+                              {"compulsory_bytes", c.compulsory_bytes},
+                              {"copy_gbps", number_or_null(y == yardstick.end() ? 0 : y->second, y != yardstick.end())},
+                              {"transients", nullptr}, {"modes_collapsed", false},
+                              {"spread_persistent_pool_external", nullptr}};
+    }
+    if (c.kind == CaseKind::kernel && c.variant == "fieldflow") {
+      config_json[key]["transients"] = !c.mode_independent;
+      config_json[key]["modes_collapsed"] = c.mode_independent;
+    }
+    const CaseStats* s = stat(c.name);
+    if (c.kind != CaseKind::kernel || !s) continue;
+    const double gbps = c.compulsory_bytes / s->median / 1e9;
+    const auto hw = handwritten.find(key);
+    const auto y = yardstick.find(key);
     results.push_back(json{{"program", c.program},
                            {"variant", c.variant},
                            {"mode", c.mode},
+                           {"mode_independent", c.mode_independent},
                            {"layout", c.layout},
                            {"size", c.size},
-                           {"median_s", med},
-                           {"min_s", mn},
-                           {"repetitions", n},
+                           {"median_s", s->median},
+                           {"min_s", s->min},
+                           {"repetitions", s->repetitions},
+                           {"rejected_repetitions", s->rejected},
+                           {"all_disturbed", s->all_disturbed},
                            {"compulsory_bytes", c.compulsory_bytes},
                            {"gbps", gbps},
-                           {"vs_copy", number_or_null(gbps / copy_gbps, copy_gbps > 0)},
-                           {"vs_handwritten", number_or_null(hw == handwritten.end() ? 0 : hw->second / med,
+                           {"vs_copy", number_or_null(y == yardstick.end() ? 0 : gbps / y->second, y != yardstick.end())},
+                           {"vs_handwritten", number_or_null(hw == handwritten.end() ? 0 : hw->second / s->median,
                                                              hw != handwritten.end())}});
-    const std::string key = c.program + "/" + c.layout + "/" + c.size;
     if (c.plan && planned.insert(key).second) {
       const MemoryPlan& p = *c.plan;
       memory.push_back(json{{"program", c.program},
@@ -161,37 +232,79 @@ nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& sa
                                             p.lower_bound_bytes > 0)}});
     }
   }
+  // How far apart the three modes that keep memory between calls are (slowest / fastest - 1):
+  // they run the same kernels, so this is the noise floor of the run for that configuration.
+  for (const std::string& key : config_order) {
+    double lo = 0, hi = 0;
+    int found = 0;
+    for (const auto& r : results)
+      if (r.at("variant") == "fieldflow" && r.at("program").get<std::string>() + "/" + r.at("layout").get<std::string>() +
+                                                    "/" + r.at("size").get<std::string>() == key)
+        for (const char* mode : {"persistent", "pool", "external"})
+          if (r.at("mode") == mode && !r.at("mode_independent").get<bool>()) {
+            const double t = r.at("median_s");
+            lo = found++ ? std::min(lo, t) : t;
+            hi = std::max(hi, t);
+          }
+    if (found == 3) config_json[key]["spread_persistent_pool_external"] = hi / lo - 1;
+    configurations.push_back(config_json[key]);
+  }
   report["results"] = results;
+  report["configurations"] = configurations;
   report["memory"] = memory;
 
-  json compile = json::array();
+  json compile = json::array(), targets = json::array();
+  auto target = [&](const std::string& name, const char* unit, double limit, const CaseStats* s, double scale,
+                    bool at_least) {
+    const double v = s ? s->median * scale : 0;
+    targets.push_back(json{{"name", name}, {"unit", unit}, {"target", limit},
+                           {"kind", at_least ? "at least" : "at most"}, {"measured", number_or_null(v, s != nullptr)},
+                           {"met", s ? json(at_least ? v >= limit : v <= limit) : json()}});
+  };
   std::vector<std::string> programs;
   for (const auto& c : cases)
     if ((c.kind == CaseKind::compile_cold || c.kind == CaseKind::compile_warm) &&
         std::find(programs.begin(), programs.end(), c.program) == programs.end())
       programs.push_back(c.program);
   for (const auto& program : programs) {
-    double cold = 0, warm = 0, cold_min = 0, warm_min = 0;
-    std::size_t n;
-    const bool has_cold = stats("compile_cold/" + program, cold, cold_min, n);
-    const bool has_warm = stats("compile_warm/" + program, warm, warm_min, n);
-    if (!has_cold && !has_warm) continue;
+    const CaseStats* cold = stat("compile_cold/" + program);
+    const CaseStats* warm = stat("compile_warm/" + program);
+    if (!cold && !warm) continue;
     compile.push_back(json{{"program", program},
-                           {"cold_s", number_or_null(cold, has_cold)},
-                           {"warm_s", number_or_null(warm, has_warm)},
-                           {"cold_min_s", number_or_null(cold_min, has_cold)},
-                           {"warm_min_s", number_or_null(warm_min, has_warm)}});
+                           {"cold_s", number_or_null(cold ? cold->median : 0, cold)},
+                           {"warm_s", number_or_null(warm ? warm->median : 0, warm)},
+                           {"cold_min_s", number_or_null(cold ? cold->min : 0, cold)},
+                           {"warm_min_s", number_or_null(warm ? warm->min : 0, warm)}});
+    if (cold) target("compile_cold/" + program, "s", target_cold_compile_s, cold, 1, false);
+    if (warm) target("compile_warm/" + program, "s", target_warm_load_s, warm, 1, false);
   }
   report["compile"] = compile;
 
   json overhead = json::array();
   for (const auto& c : cases) {
-    double med, mn;
-    std::size_t n;
-    if (c.kind == CaseKind::call_overhead && stats(c.name, med, mn, n))
-      overhead.push_back(json{{"program", c.program}, {"mode", c.mode}, {"median_us", med * 1e6}, {"min_us", mn * 1e6}});
+    const CaseStats* s = stat(c.name);
+    if (c.kind != CaseKind::call_overhead || !s) continue;
+    overhead.push_back(json{{"program", c.program}, {"mode", c.mode}, {"median_us", s->median * 1e6},
+                            {"min_us", s->min * 1e6}, {"rejected_repetitions", s->rejected}});
+    target(c.name, "us", target_call_overhead_us, s, 1e6, false);
   }
   report["call_overhead"] = overhead;
+
+  // Speed against the hand-written code (issue 11): vadv >= 0.9, hdiff >= 1.0, the rest >= 0.95,
+  // for the modes that keep memory between calls a model would use (pool, external).
+  for (const auto& r : results) {
+    if (r.at("variant") != "fieldflow" || !r.at("vs_handwritten").is_number()) continue;
+    const std::string mode = r.at("mode");
+    if (mode != "pool" && mode != "external") continue;
+    const std::string program = r.at("program");
+    const double limit = program == "vadv" ? 0.9 : program == "hdiff" ? 1.0 : 0.95;
+    const double v = r.at("vs_handwritten");
+    targets.push_back(json{{"name", fmt::format("vs_handwritten/{}/{}/{}/{}", program, r.at("layout").get<std::string>(),
+                                                r.at("size").get<std::string>(), mode)},
+                           {"unit", "ratio"}, {"target", limit}, {"kind", "at least"}, {"measured", v},
+                           {"met", v >= limit}});
+  }
+  report["targets"] = targets;
 
   json errors = json::array();
   for (const auto& [name, message] : samples.errors) errors.push_back(json{{"case", name}, {"message", message}});
@@ -203,11 +316,20 @@ std::string markdown_tables(const nlohmann::json& report) {
   using nlohmann::json;
   std::string s;
   const json& m = report.at("machine");
-  s += fmt::format("Machine: {}, {} threads, copy {} GB/s (the faster of two probes).\n\n", m.at("cpu").get<std::string>(),
+  s += fmt::format("Machine: {}, {} threads, DRAM copy {} GB/s (the faster of two probes).\n", m.at("cpu").get<std::string>(),
                    m.at("threads").get<int>(),
                    m.at("copy_gbps").is_number() ? fmt::format("{:.1f}", m.at("copy_gbps").get<double>()) : "–");
+  if (report.contains("quiet")) {
+    const json& q = report.at("quiet");
+    const json& w = q.at("idle_wait");
+    s += fmt::format("Quiet-run protocol: {}; {} of {} repetitions rejected (other processes above {:.2f} CPUs).\n",
+                     w.contains("message") ? w.at("message").get<std::string>() : "no idle wait",
+                     q.at("rejected_repetitions").get<std::size_t>(), q.at("repetitions").get<std::size_t>(),
+                     q.at("max_others_cpu").get<double>());
+  }
+  s += "\n";
 
-  // One row per configuration: the hand-written time, each mode's time, the ratios.
+  // One row per configuration: the yardstick copy, the hand-written time, each mode's time, the ratios.
   struct Row {
     std::string program, layout, size;
     std::map<std::string, json> by_mode;  // "none" = hand-written
@@ -223,36 +345,47 @@ std::string markdown_tables(const nlohmann::json& report) {
     }
     it->by_mode[r.at("mode").get<std::string>()] = r;
   }
-  s += "| program | layout | size | hand-written ms | scoped ms | persistent ms | pool ms | external ms | "
-       "vs_handwritten pool / external | vs_copy hand-written / pool | spread persistent/pool/external, "
-       "medians / mins |\n";
-  s += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  auto configuration = [&](const Row& row) {
+    for (const auto& c : report.at("configurations"))
+      if (c.at("program") == row.program && c.at("layout") == row.layout && c.at("size") == row.size) return c;
+    return json::object();
+  };
+  s += "| program | layout | size | same-bytes copy GB/s | hand-written ms | pool ms | persistent ms | external ms | "
+       "scoped ms | vs_handwritten pool / external | vs_copy hand-written / pool | spread persistent/pool/external | "
+       "rejected reps |\n";
+  s += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   auto field = [](const std::map<std::string, json>& by, const std::string& mode, const char* key) {
     auto it = by.find(mode);
     return it == by.end() ? json() : it->second.at(key);
   };
-  // How far apart the three modes that keep memory between calls are: (slowest / fastest - 1).
-  auto spread = [&](const std::map<std::string, json>& by, const char* key) -> std::string {
-    double lo = 0, hi = 0;
-    for (const char* mode : {"persistent", "pool", "external"}) {
-      const json v = field(by, mode, key);
-      if (!v.is_number()) return "–";
-      const double t = v.get<double>();
-      lo = lo == 0 ? t : std::min(lo, t);
-      hi = std::max(hi, t);
-    }
-    return fmt::format("{:.0f}%", 100 * (hi / lo - 1));
-  };
+  bool any_collapsed = false;
   for (const auto& row : rows) {
-    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} / {} |\n", row.program,
-                     short_layout(row.layout), row.size, fmt_ms(field(row.by_mode, "none", "median_s")),
-                     fmt_ms(field(row.by_mode, "scoped", "median_s")), fmt_ms(field(row.by_mode, "persistent", "median_s")),
-                     fmt_ms(field(row.by_mode, "pool", "median_s")), fmt_ms(field(row.by_mode, "external", "median_s")),
+    const json c = configuration(row);
+    const bool collapsed = c.value("modes_collapsed", false);
+    any_collapsed = any_collapsed || collapsed;
+    auto mode_ms = [&](const char* mode) { return collapsed ? std::string("=") : fmt_ms(field(row.by_mode, mode, "median_s")); };
+    std::size_t rejected = 0, reps = 0;
+    for (const auto& [mode, r] : row.by_mode) {
+      rejected += r.at("rejected_repetitions").get<std::size_t>();
+      reps += r.at("repetitions").get<std::size_t>();
+    }
+    const json spread = c.value("spread_persistent_pool_external", json());
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {}/{} |\n", row.program,
+                     short_layout(row.layout), row.size,
+                     c.value("copy_gbps", json()).is_number() ? fmt::format("{:.1f}", c.at("copy_gbps").get<double>()) : "–",
+                     fmt_ms(field(row.by_mode, "none", "median_s")), fmt_ms(field(row.by_mode, "pool", "median_s")),
+                     mode_ms("persistent"), mode_ms("external"), mode_ms("scoped"),
                      fmt_ratio(field(row.by_mode, "pool", "vs_handwritten")),
-                     fmt_ratio(field(row.by_mode, "external", "vs_handwritten")),
+                     collapsed ? fmt_ratio(field(row.by_mode, "pool", "vs_handwritten"))
+                               : fmt_ratio(field(row.by_mode, "external", "vs_handwritten")),
                      fmt_ratio(field(row.by_mode, "none", "vs_copy")), fmt_ratio(field(row.by_mode, "pool", "vs_copy")),
-                     spread(row.by_mode, "median_s"), spread(row.by_mode, "min_s"));
+                     collapsed ? std::string("no transients")
+                               : spread.is_number() ? fmt::format("{:.0f}%", 100 * spread.get<double>()) : "–",
+                     rejected, reps);
   }
+  if (any_collapsed)
+    s += "\n`=`: the program has no transients, so its module is the same in every mode; it ran once (pool) and "
+         "that time stands for all four.\n";
 
   if (!report.at("memory").empty()) {
     s += "\n| program | layout | size | transients | naive sum B | packed B | lower bound B | packed / bound |\n";
@@ -275,6 +408,14 @@ std::string markdown_tables(const nlohmann::json& report) {
     for (const auto& r : report.at("call_overhead"))
       s += fmt::format("| {} | {} | {:.2f} |\n", r.at("program").get<std::string>(), r.at("mode").get<std::string>(),
                        r.at("median_us").get<double>());
+  }
+  if (report.contains("targets") && !report.at("targets").empty()) {
+    s += "\n| target | wanted | measured | met |\n|---|---:|---:|---|\n";
+    for (const auto& t : report.at("targets"))
+      s += fmt::format("| {} | {} {:.3g} {} | {} | {} |\n", t.at("name").get<std::string>(),
+                       t.at("kind") == "at least" ? "≥" : "≤", t.at("target").get<double>(), t.at("unit").get<std::string>(),
+                       t.at("measured").is_number() ? fmt::format("{:.3g}", t.at("measured").get<double>()) : "–",
+                       t.at("met").is_boolean() ? (t.at("met").get<bool>() ? "yes" : "**no**") : "–");
   }
   if (!report.at("errors").empty()) {
     s += "\nErrors:\n";

@@ -13,9 +13,11 @@
 
 namespace fieldflow::bench {
 
-// Seconds per call of every repetition, by case name; and the error of every failed case.
+// Seconds per call of every repetition, by case name, with the CPUs other processes used during
+// that repetition (quiet.h; -1 unknown); and the error of every failed case.
 struct Samples {
   std::map<std::string, std::vector<double>> seconds;
+  std::map<std::string, std::vector<double>> others_cpu;
   std::map<std::string, std::string> errors;
 };
 
@@ -37,11 +39,21 @@ struct ReportSettings {
   std::string filter;
   bool interleaved = false;
   std::vector<double> load_before;  // /proc/loadavg when the run started (the machine may be shared)
+  // Quiet-run protocol: a repetition during which other processes used more than this many CPUs
+  // is rejected (the medians are taken over the others).
+  double max_others_cpu = 0.1;
+  nlohmann::json idle_wait;  // what wait_until_idle found: idle, waited_s, others_cpu, message
 };
+
+// Targets of docs/performance.md, checked in the report's "targets" list (never in tests).
+inline constexpr double target_call_overhead_us = 1.0;
+inline constexpr double target_cold_compile_s = 0.5;
+inline constexpr double target_warm_load_s = 1e-3;
 
 std::vector<double> load_average();  // /proc/loadavg: 1, 5, 15 minutes (empty elsewhere)
 
-// The report object: machine, settings, results, memory, compile, call_overhead, errors.
+// The report object: machine, settings, quiet, results, configurations, memory, compile,
+// call_overhead, targets, errors (keys in docs/performance.md).
 nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& samples, const ReportSettings& settings);
 
 // Markdown tables of a report (kernels, memory plans, compile times, call overhead).

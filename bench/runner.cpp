@@ -6,9 +6,9 @@
 
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "quiet.h"
 #include "report.h"
 
 namespace fieldflow::bench {
@@ -16,22 +16,22 @@ namespace fieldflow::bench {
 nlohmann::json run_suite(const RunOptions& options) {
   SuiteOptions suite = options.suite;
   suite.aggregates_only = false;  // the reporter computes medians from every repetition
+  // The machine's copy probes always run (machine.copy_gbps); each selected configuration brings
+  // its same-bytes copy along (register_suite).
+  suite.filter = options.filter.empty() ? "" : "^copy/|" + options.filter;
   register_suite(suite);
 
-  // Google Benchmark takes its settings as flags; the copy probe always runs (vs_copy).
-  std::string filter = options.filter.empty() ? "." : "^copy/|" + options.filter;
-  std::vector<std::string> flags = {"fieldflow-bench", "--benchmark_filter=" + filter};
+  // Google Benchmark takes its settings as flags.
+  std::vector<std::string> flags = {"fieldflow-bench", "--benchmark_filter=."};
   if (suite.interleave) flags.push_back("--benchmark_enable_random_interleaving=true");
   std::vector<char*> argv;
   for (auto& f : flags) argv.push_back(f.data());
   int argc = static_cast<int>(argv.size());
   benchmark::Initialize(&argc, argv.data());
 
+  const IdleWait idle = wait_until_idle(options.wait_idle_s, options.max_others_cpu);
+  std::fprintf(stderr, "fieldflow bench: %s\n", idle.message.c_str());
   const std::vector<double> load_before = load_average();
-  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
-  if (!load_before.empty() && cpus > 0 && load_before[0] > 0.5 * cpus)
-    std::fprintf(stderr, "fieldflow bench: load average %.2f on %d CPUs: other work shares the machine, "
-                         "timings will be noisy\n", load_before[0], cpus);
   CollectingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   release_suite_state();
@@ -43,6 +43,12 @@ nlohmann::json run_suite(const RunOptions& options) {
   settings.filter = options.filter;
   settings.load_before = load_before;
   settings.interleaved = suite.interleave;
+  settings.max_others_cpu = options.max_others_cpu;
+  settings.idle_wait = nlohmann::json{{"idle", idle.idle},
+                                      {"waited_s", idle.waited_s},
+                                      {"others_cpu", idle.others_cpu},
+                                      {"max_wait_s", options.wait_idle_s},
+                                      {"message", idle.message}};
   return make_report(case_registry(), reporter.samples(), settings);
 }
 

@@ -17,10 +17,12 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <regex>
 
 #include "baselines.h"
 #include "fieldflow/compile.h"
 #include "fieldflow/errors.h"
+#include "quiet.h"
 
 namespace fieldflow::bench {
 
@@ -51,6 +53,25 @@ CompileOptions options_for(TransientMemoryMode mode, Layout layout, const std::s
 
 // --- state cached across invocations of a case's function ----------------------------------
 
+// The two arrays of a copy, 64-byte aligned like fields (a std::vector's 16-byte alignment
+// splits vector loads across cache lines and flatters nothing but the kernels).
+struct CopyBuffers {
+  struct Free {
+    void operator()(double* p) const { std::free(p); }
+  };
+  std::unique_ptr<double, Free> in, out;
+  std::int64_t n = 0;
+
+  explicit CopyBuffers(std::int64_t count) : n(count) {
+    const std::size_t bytes = (static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * 8 + 63) / 64 * 64;
+    in.reset(static_cast<double*>(std::aligned_alloc(64, bytes)));
+    out.reset(static_cast<double*>(std::aligned_alloc(64, bytes)));
+    if (!in || !out) throw std::bad_alloc();
+    std::fill(in.get(), in.get() + n, 1.0);
+    copy_kernel(in.get(), out.get(), n);  // first touch of the output by the copying threads
+  }
+};
+
 // One configuration's data: the instance, its arguments, the compiled programs by mode and
 // the bound baseline. Members are destroyed in reverse order, so programs and the baseline go
 // before the instance whose fields they were bound to.
@@ -59,6 +80,7 @@ struct ConfigState {
   Arguments args;
   std::map<std::string, std::unique_ptr<CompiledProgram>> programs;  // by mode
   std::function<void()> baseline;
+  std::unique_ptr<CopyBuffers> copy;  // the configuration's same-bytes copy
 };
 
 struct State {
@@ -66,7 +88,7 @@ struct State {
   // current one (cases run in registration order).
   bool keep_all = false;
   std::map<std::string, std::unique_ptr<ConfigState>> configs;  // kernels and call-overhead programs
-  std::vector<double> copy_in, copy_out;
+  std::unique_ptr<CopyBuffers> dram_copy;  // the machine's copy probe
   std::string warm_cache_dir;
 };
 
@@ -110,18 +132,30 @@ void set_bytes(benchmark::State& st, double bytes) {
 
 // --- case bodies -----------------------------------------------------------------------------
 
-void run_copy(benchmark::State& st, std::int64_t n) {
-  State& s = state();
-  if (static_cast<std::int64_t>(s.copy_in.size()) != n) {
-    s.copy_in.assign(n, 1.0);
-    s.copy_out.assign(n, 0.0);
-    copy_kernel(s.copy_in.data(), s.copy_out.data(), n);  // first touch of both arrays
-  }
+void timed_copy(benchmark::State& st, const CopyBuffers& b) {
+  RepetitionProbe probe;
+  probe.start();
   for (auto _ : st) {
-    copy_kernel(s.copy_in.data(), s.copy_out.data(), n);
+    copy_kernel(b.in.get(), b.out.get(), b.n);
     benchmark::ClobberMemory();
   }
-  set_bytes(st, 2.0 * 8 * static_cast<double>(n));
+  probe.stop(st);
+  set_bytes(st, 2.0 * 8 * static_cast<double>(b.n));
+}
+
+void run_dram_copy(benchmark::State& st, std::int64_t n) {
+  State& s = state();
+  if (!s.dram_copy || s.dram_copy->n != n) s.dram_copy = std::make_unique<CopyBuffers>(n);
+  timed_copy(st, *s.dram_copy);
+}
+
+// The yardstick of one configuration: a copy of its compulsory bytes, half read and half
+// written, on buffers kept with the configuration (so it sits in the same level of the memory
+// hierarchy as the kernel's data: L3 for the 20,000-cell meshes, DRAM for the rest).
+void run_case_copy(benchmark::State& st, const KernelConfig& c, double compulsory_bytes) {
+  ConfigState& cs = config_state(c);
+  if (!cs.copy) cs.copy = std::make_unique<CopyBuffers>(static_cast<std::int64_t>(compulsory_bytes / 16));
+  timed_copy(st, *cs.copy);
 }
 
 void run_kernel_fieldflow(benchmark::State& st, const KernelConfig& c, TransientMemoryMode mode,
@@ -130,7 +164,10 @@ void run_kernel_fieldflow(benchmark::State& st, const KernelConfig& c, Transient
   try {
     ConfigState& cs = config_state(c);
     CompiledProgram& prog = program_for(cs, c.program, mode, c.layout, info);
+    RepetitionProbe probe;
+    probe.start();
     for (auto _ : st) prog(cs.args);
+    probe.stop(st);
   } catch (const std::exception& e) {
     st.SkipWithError(e.what());
     return;
@@ -145,7 +182,10 @@ void run_kernel_handwritten(benchmark::State& st, const KernelConfig& c, const s
     cs.baseline = bind_baseline(c.program, *cs.instance);
     cs.baseline();
   }
+  RepetitionProbe probe;
+  probe.start();
   for (auto _ : st) cs.baseline();
+  probe.stop(st);
   set_bytes(st, info->compulsory_bytes);
 }
 
@@ -153,7 +193,10 @@ void run_call_overhead(benchmark::State& st, const std::string& program, Transie
   try {
     ConfigState& cs = config_state("tiny/" + program, program, {1, 1, 1}, Layout::vertical_fastest);
     CompiledProgram& prog = program_for(cs, program, mode, Layout::vertical_fastest, nullptr);
+    RepetitionProbe probe;
+    probe.start();
     for (auto _ : st) prog(cs.args);
+    probe.stop(st);
   } catch (const std::exception& e) {
     st.SkipWithError(e.what());
   }
@@ -171,6 +214,8 @@ std::filesystem::path fresh_dir(const std::string& tag) {
 // Cold: a fresh, empty cache directory per compile (lowering, codegen, the C++ compiler, load).
 void run_compile_cold(benchmark::State& st, const std::string& program) {
   const auto& ex = examples::example(program);
+  RepetitionProbe probe;
+  probe.start();
   for (auto _ : st) {
     const auto dir = fresh_dir("cold");
     try {
@@ -185,6 +230,7 @@ void run_compile_cold(benchmark::State& st, const std::string& program) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   }
+  probe.stop(st);
 }
 
 // Warm: the same program again from a populated cache (lowering, codegen, hashing, load).
@@ -195,6 +241,8 @@ void run_compile_warm(benchmark::State& st, const std::string& program) {
     if (s.warm_cache_dir.empty()) s.warm_cache_dir = fresh_dir("warm").string();
     const auto opt = options_for(TransientMemoryMode::pool, Layout::vertical_fastest, s.warm_cache_dir);
     { CompiledProgram populate = compile(ex.program, opt); }
+    RepetitionProbe probe;
+    probe.start();
     for (auto _ : st) {
       CompiledProgram p = compile(ex.program, opt);
       if (!p.cache_hit()) {
@@ -203,9 +251,25 @@ void run_compile_warm(benchmark::State& st, const std::string& program) {
       }
       benchmark::DoNotOptimize(p);
     }
+    probe.stop(st);
   } catch (const std::exception& e) {
     st.SkipWithError(e.what());
   }
+}
+
+// Whether the program keeps intermediate fields between kernels in this layout (which kernels
+// and transients a program has does not depend on sizes, only their bytes do): learnt from its
+// memory plan on a small instance. Without transients all four modes run the same module.
+bool has_transients(const std::string& program, Layout layout) {
+  static std::map<std::pair<std::string, Layout>, bool> known;
+  auto it = known.find({program, layout});
+  if (it != known.end()) return it->second;
+  const auto& ex = examples::example(program);
+  auto inst = ex.make_instance(ex.unstructured ? examples::ExampleSize{4, 4, 3} : examples::ExampleSize{6, 6, 3},
+                               layout, 1);
+  const CompiledProgram p = compile(ex.program, options_for(TransientMemoryMode::pool, layout));
+  const bool any = !p.memory_plan(size_symbols(ex.program, inst.arguments())).transients.empty();
+  return known[{program, layout}] = any;
 }
 
 double min_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
@@ -272,22 +336,24 @@ std::size_t register_suite(const SuiteOptions& o) {
   std::size_t count = 0;
   state().keep_all = o.interleave;
   const double min_time = o.min_time;
+  const std::regex filter(o.filter.empty() ? std::string(".") : o.filter);
+  auto selected = [&](const std::string& name) { return std::regex_search(name, filter); };
 
-  // The bandwidth probe (one array of the size of one 256x256x80 float64 field, copied), at the
-  // start and again after the kernels: the report takes the faster, so one disturbed probe on a
-  // shared machine does not inflate every vs_copy.
+  // The machine's bandwidth (one array of the size of one 256x256x80 float64 field, copied: it
+  // does not fit in any cache), at the start and again after the kernels: the report takes the
+  // faster, so one disturbed probe on a shared machine does not skew machine.copy_gbps.
   auto add_copy = [&](const char* when) {
     const std::int64_t n = o.quick ? (1 << 20) : std::int64_t{256} * 256 * 80;
     CaseInfo c;
     c.name = fmt::format("copy/{}MiB/{}", (n * 8) >> 20, when);
     c.kind = CaseKind::copy;
     c.program = "copy";
-    c.variant = "handwritten";
+    c.variant = "copy";
     c.mode = "none";
     c.size = fmt::format("{} doubles", n);
     c.compulsory_bytes = 2.0 * 8 * static_cast<double>(n);
     add_case(c);
-    common(benchmark::RegisterBenchmark(c.name.c_str(), [n](benchmark::State& st) { run_copy(st, n); }), o)
+    common(benchmark::RegisterBenchmark(c.name.c_str(), [n](benchmark::State& st) { run_dram_copy(st, n); }), o)
         ->Unit(benchmark::kMillisecond)
         ->MinTime(min_time);
     ++count;
@@ -297,10 +363,10 @@ std::size_t register_suite(const SuiteOptions& o) {
   for (const KernelConfig& kc : kernel_configs(o.quick)) {
     const auto& ex = examples::example(kc.program);
     const std::string base = fmt::format("{}/{{}}/{{}}/{}/{}", kc.program, to_string(kc.layout), kc.size_text());
-    auto describe = [&](const std::string& variant, const std::string& mode) {
+    auto describe = [&](CaseKind kind, const std::string& variant, const std::string& mode) {
       CaseInfo c;
       c.name = fmt::format(fmt::runtime(base), variant, mode);
-      c.kind = CaseKind::kernel;
+      c.kind = kind;
       c.program = kc.program;
       c.variant = variant;
       c.mode = mode;
@@ -309,36 +375,47 @@ std::size_t register_suite(const SuiteOptions& o) {
       c.compulsory_bytes = ex.compulsory_bytes(kc.size);
       return c;
     };
-    if (has_baseline(kc.program, kc.layout)) {
-      const CaseInfo& c = add_case(describe("handwritten", "none"));
-      const std::string name = c.name;
-      common(benchmark::RegisterBenchmark(name.c_str(),
-                                          [kc, name](benchmark::State& st) { run_kernel_handwritten(st, kc, name); }),
-             o)
+    auto add_kernel_case = [&](const CaseInfo& c, std::function<void(benchmark::State&)> body) {
+      add_case(c);
+      common(benchmark::RegisterBenchmark(c.name.c_str(), std::move(body)), o)
           ->Unit(benchmark::kMillisecond)
           ->MinTime(min_time);
       ++count;
-    }
-    for (TransientMemoryMode mode : all_modes) {
-      const CaseInfo& c = add_case(describe("fieldflow", std::string(to_string(mode))));
+    };
+    // The configuration is selected when any of its cases is (only then is the program compiled
+    // to learn whether it has transients); its yardstick copy always comes along.
+    std::vector<CaseInfo> cases;
+    if (has_baseline(kc.program, kc.layout)) cases.push_back(describe(CaseKind::kernel, "handwritten", "none"));
+    for (TransientMemoryMode mode : all_modes)
+      cases.push_back(describe(CaseKind::kernel, "fieldflow", std::string(to_string(mode))));
+    if (std::none_of(cases.begin(), cases.end(), [&](const CaseInfo& c) { return selected(c.name); })) continue;
+    const bool transients = has_transients(kc.program, kc.layout);
+    for (CaseInfo& c : cases) c.mode_independent = c.variant == "fieldflow" && !transients;
+    std::erase_if(cases, [](const CaseInfo& c) { return c.mode_independent && c.mode != "pool"; });
+    const CaseInfo copy = describe(CaseKind::case_copy, "copy", "none");
+    add_kernel_case(copy, [kc, bytes = copy.compulsory_bytes](benchmark::State& st) { run_case_copy(st, kc, bytes); });
+    for (const CaseInfo& c : cases) {
+      if (!selected(c.name)) continue;
       const std::string name = c.name;
-      common(benchmark::RegisterBenchmark(
-                 name.c_str(), [kc, mode, name](benchmark::State& st) { run_kernel_fieldflow(st, kc, mode, name); }),
-             o)
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(min_time);
-      ++count;
+      if (c.variant == "handwritten") {
+        add_kernel_case(c, [kc, name](benchmark::State& st) { run_kernel_handwritten(st, kc, name); });
+      } else {
+        const TransientMemoryMode mode = parse_transient_memory_mode(c.mode);
+        add_kernel_case(c, [kc, mode, name](benchmark::State& st) { run_kernel_fieldflow(st, kc, mode, name); });
+      }
     }
   }
 
   add_copy("end");
 
   // Call overhead: one point, so the time is binding, checks, transient memory and the
-  // kernels' fork/join. laplacian has no transients; hdiff has two, so the modes differ.
+  // kernels' fork/join; in every mode (the runtime's call path differs by mode even without
+  // transients).
   for (const char* program : {"laplacian", "hdiff"})
     for (TransientMemoryMode mode : all_modes) {
       CaseInfo c;
       c.name = fmt::format("call_overhead/{}/{}", program, to_string(mode));
+      if (!selected(c.name)) continue;
       c.kind = CaseKind::call_overhead;
       c.program = program;
       c.variant = "fieldflow";
@@ -363,25 +440,28 @@ std::size_t register_suite(const SuiteOptions& o) {
     cold.variant = "fieldflow";
     cold.mode = "pool";
     cold.layout = "vertical_fastest";
-    add_case(cold);
     const std::string program = ex.name;
-    auto* b = benchmark::RegisterBenchmark(cold.name.c_str(),
-                                           [program](benchmark::State& st) { run_compile_cold(st, program); });
-    b->Repetitions(o.compile_repetitions)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
-    if (o.aggregates_only) b->ReportAggregatesOnly(true);
-    b->ComputeStatistics("min", min_of);
-    ++count;
-
+    if (selected(cold.name)) {
+      add_case(cold);
+      auto* b = benchmark::RegisterBenchmark(cold.name.c_str(),
+                                             [program](benchmark::State& st) { run_compile_cold(st, program); });
+      b->Repetitions(o.compile_repetitions)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+      if (o.aggregates_only) b->ReportAggregatesOnly(true);
+      b->ComputeStatistics("min", min_of);
+      ++count;
+    }
     CaseInfo warm = cold;
     warm.name = "compile_warm/" + ex.name;
     warm.kind = CaseKind::compile_warm;
-    add_case(warm);
-    common(benchmark::RegisterBenchmark(warm.name.c_str(),
-                                        [program](benchmark::State& st) { run_compile_warm(st, program); }),
-           o)
-        ->Unit(benchmark::kMillisecond)
-        ->MinTime(o.quick ? 0.01 : 0.1);
-    ++count;
+    if (selected(warm.name)) {
+      add_case(warm);
+      common(benchmark::RegisterBenchmark(warm.name.c_str(),
+                                          [program](benchmark::State& st) { run_compile_warm(st, program); }),
+             o)
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(o.quick ? 0.01 : 0.1);
+      ++count;
+    }
   }
   return count;
 }
@@ -389,8 +469,7 @@ std::size_t register_suite(const SuiteOptions& o) {
 void release_suite_state() {
   State& s = state();
   s.configs.clear();
-  s.copy_in = {};
-  s.copy_out = {};
+  s.dram_copy.reset();
   if (!s.warm_cache_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(s.warm_cache_dir, ec);

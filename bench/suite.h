@@ -1,7 +1,9 @@
 #pragma once
-// The benchmark suite: registers Google Benchmark cases for the copy probe, every benchmarked
-// example compiled in each transient-memory mode next to its hand-written baseline, the call
-// overhead of a one-point program, and cold / warm compile times. Shared by the `fieldflow_bench`
+// The benchmark suite: registers Google Benchmark cases for the machine's copy probe, every
+// benchmarked example next to its hand-written baseline and a copy of exactly its compulsory
+// bytes (its yardstick), compiled once per transient-memory mode when the program has
+// transients (once, in pool mode, when it has none: the module is then the same in every mode),
+// the call overhead of a one-point program, and cold / warm compile times. Shared by the `fieldflow_bench`
 // executable and `fieldflow bench`; what each case measures is kept in a registry by name so a
 // reporter can turn timings into bandwidths and ratios (report.h).
 #include <optional>
@@ -24,6 +26,9 @@ struct SuiteOptions {
   // slow drifts of a shared machine then hit every case alike instead of whichever ran during
   // them. Keeps every configuration's data in memory (about 4 GB for the full suite).
   bool interleave = false;
+  // Only cases whose name matches this regular expression are registered (empty: all); the
+  // machine's copy probes always are.
+  std::string filter;
   // Quick defaults: 2 repetitions, 0.01 s, 1 cold compile.
   static SuiteOptions quick_defaults();
 };
@@ -36,18 +41,23 @@ struct KernelConfig {
   std::string size_text() const;  // "256x256x80" or "torus 100x100 x80"
 };
 
-enum class CaseKind { copy, kernel, call_overhead, compile_cold, compile_warm };
+// copy: the machine's DRAM-sized copy probe; case_copy: the same-bytes copy of one kernel
+// configuration (program, layout, size say which).
+enum class CaseKind { copy, case_copy, kernel, call_overhead, compile_cold, compile_warm };
 
 // What one registered case measures.
 struct CaseInfo {
   std::string name;  // the Google Benchmark name
   CaseKind kind = CaseKind::kernel;
   std::string program;
-  std::string variant;  // "fieldflow" | "handwritten" (kernel, call_overhead)
-  std::string mode;     // transient memory mode, "none" for hand-written code
+  std::string variant;  // "fieldflow" | "handwritten" | "copy"
+  std::string mode;     // transient memory mode, "none" for hand-written code and copies
+  // A fieldflow kernel of a program without transients: the module is the same in every mode,
+  // so it runs once (in pool mode) and stands for all four.
+  bool mode_independent = false;
   std::string layout;
   std::string size;
-  double compulsory_bytes = 0;  // per call (copy: bytes read + written)
+  double compulsory_bytes = 0;  // per call (copies: bytes read + written)
   std::optional<MemoryPlan> plan;  // filled when a fieldflow kernel case first runs
 };
 
@@ -59,7 +69,8 @@ CaseInfo* find_case(const std::string& name);
 std::vector<KernelConfig> kernel_configs(bool quick);
 
 // Registers every case with Google Benchmark (call once, before RunSpecifiedBenchmarks) and
-// returns how many were registered.
+// returns how many were registered. Compiles each selected program once on a small instance to
+// learn whether it has transients (a cache hit after the first run).
 std::size_t register_suite(const SuiteOptions& options);
 
 // Frees the cached instances and compiled programs (between runs, at exit).

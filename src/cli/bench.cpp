@@ -25,6 +25,7 @@ struct BenchArgs {
   bool quick = false, sequential = false;
   int repetitions = 0;
   double min_time = 0;
+  double wait_idle = 120, max_others_cpu = 0.1;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -51,6 +52,8 @@ void run_bench(const BenchArgs& a) {
     if (a.min_time > 0) o.suite.min_time = a.min_time;
     o.suite.interleave = !a.sequential;
     o.filter = a.filter;
+    o.wait_idle_s = a.wait_idle;
+    o.max_others_cpu = a.max_others_cpu;
     report = bench::run_suite(o);
   }
   const std::string tables = bench::markdown_tables(report);
@@ -67,7 +70,9 @@ void add_bench(CLI::App& app) {
       "bench", "Benchmark the built-in programs (every memory mode) against hand-written code and a copy");
   auto a = std::make_shared<BenchArgs>();
   cmd->add_option("--json", a->json_file, "Write the report (one JSON object) to this file");
-  cmd->add_option("--filter", a->filter, "Only cases whose name matches this regular expression (copy always runs)");
+  cmd->add_option("--filter", a->filter,
+                  "Only cases whose name matches this regular expression (the copy probes and each selected "
+                  "configuration's same-bytes copy always run)");
   cmd->add_flag("--quick", a->quick, "Small sizes and few repetitions (a smoke test, not a measurement)");
   cmd->add_option("--plot", a->plot_file, "Write an SVG bar chart of vs_handwritten and vs_copy to this file");
   cmd->add_option("--table", a->table_file, "Write the Markdown tables to this file");
@@ -78,6 +83,13 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--sequential", a->sequential,
                 "Run each case's repetitions back to back instead of interleaving all cases' repetitions "
                 "at random (less memory, more sensitive to drifts of a shared machine)");
+  cmd->add_option("--wait-idle", a->wait_idle,
+                  "Seconds to wait at most for an idle machine before measuring (default 120; 0: do not wait)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-others-cpu", a->max_others_cpu,
+                  "A repetition during which other processes used more CPUs than this is rejected, and the "
+                  "machine counts as idle below it (default 0.1)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--from-json", a->from_json, "Do not run: render the table / plot of an earlier report");
   cmd->callback([a] { run_bench(*a); });
 }

@@ -118,7 +118,7 @@ TransientMemory::TransientMemory(std::string program_name, MemoryOptions options
     : program_(std::move(program_name)), options_(std::move(options)), mode_(options_.resolved_mode()) {}
 
 TransientMemory::~TransientMemory() {
-  assert(!busy_ && "a Lease outlived its TransientMemory");
+  assert(!busy_.load() && "a Lease outlived its TransientMemory");
   for (Device d : devices) free_installed(d);
 }
 
@@ -134,29 +134,44 @@ TransientMemory::Needs TransientMemory::normalize(const std::vector<WorkspaceReq
 }
 
 void TransientMemory::acquire_instance() {
-  std::unique_lock lock(call_mutex_);
-  if (busy_ && busy_thread_ == std::this_thread::get_id())
-    throw ConcurrencyError(fmt::format(
-        "program '{}': a call began while this thread still holds a call of the same instance (a "
-        "Lease is alive); waiting for it would never end. End the first call before the next",
-        program_));
-  call_done_.wait(lock, [&] { return !busy_; });
-  busy_ = true;
-  busy_thread_ = std::this_thread::get_id();
+  const std::thread::id me = std::this_thread::get_id();
+  bool expected = false;
+  if (!busy_.compare_exchange_strong(expected, true)) {
+    // busy_thread_ is cleared before busy_ on release and set right after the exchange, so it can
+    // only name this thread while this thread really holds the instance.
+    if (busy_thread_.load() == me)
+      throw ConcurrencyError(fmt::format(
+          "program '{}': a call began while this thread still holds a call of the same instance (a "
+          "Lease is alive); waiting for it would never end. End the first call before the next",
+          program_));
+    // Registered as a waiter before retrying, so that release_instance, which clears busy_ before
+    // it reads waiters_, either sees this waiter and notifies, or the retry sees busy_ cleared.
+    std::unique_lock lock(call_mutex_);
+    waiters_.fetch_add(1);
+    call_done_.wait(lock, [&] {
+      bool free = false;
+      return busy_.compare_exchange_strong(free, true);
+    });
+    waiters_.fetch_sub(1);
+  }
+  busy_thread_.store(me);
 }
 
 void TransientMemory::release_instance() noexcept {
-  {
-    std::lock_guard lock(call_mutex_);
-    busy_ = false;
-    busy_thread_ = {};
+  busy_thread_.store(std::thread::id());
+  busy_.store(false);
+  if (waiters_.load() > 0) {
+    // Taking the mutex once makes sure a waiter that registered is inside wait() before the notify.
+    { std::lock_guard lock(call_mutex_); }
+    call_done_.notify_one();
   }
-  call_done_.notify_one();
 }
 
 void TransientMemory::add_route_delta(const RouteCounters& before, bool in_call) noexcept {
   using K = MemoryEvent::Kind;
   const RouteCounters d = thread_route_counters() - before;
+  // Steady state (nothing allocated or freed): nothing to add, and no lock to take.
+  if (std::all_of(d.by_kind.begin(), d.by_kind.end(), [](std::uint64_t n) { return n == 0; })) return;
   std::lock_guard lock(state_mutex_);
   stats_.system_allocations += d[K::system_allocate];
   stats_.system_frees += d[K::system_free];
@@ -179,10 +194,13 @@ TransientMemory::Lease TransientMemory::begin_call(const std::vector<WorkspaceRe
   Lease lease;
   lease.owner_ = this;
   lease.stream_ = cuda_stream;
-  {
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  // Published at once, so that during a call the statistics show this call's allocations so far;
+  // the lock only when the previous call left something to reset.
+  if (current_call_allocations_ != 0 || stats_.last_call_system_allocations != 0) {
     std::lock_guard lock(state_mutex_);
-    stats_.calls += 1;
     current_call_allocations_ = 0;
+    stats_.last_call_system_allocations = 0;
   }
   const RouteCounters before = thread_route_counters();
   try {
@@ -410,7 +428,7 @@ void TransientMemory::end_lease(Lease& lease) noexcept {
     if (slot.caller_workspace) workspace_registry().unclaim(d, slot.base, this);
   }
   add_route_delta(before, true);
-  {
+  if (lease_bytes_ != decltype(lease_bytes_){} || lease_base_ != decltype(lease_base_){}) {
     std::lock_guard lock(state_mutex_);
     lease_bytes_ = {};
     lease_base_ = {};
@@ -427,6 +445,7 @@ std::size_t TransientMemory::held_bytes() const {
 MemoryStats TransientMemory::stats() const {
   std::lock_guard lock(state_mutex_);
   MemoryStats s = stats_;
+  s.calls = calls_.load(std::memory_order_relaxed);
   s.bytes_installed = held_bytes();
   return s;
 }

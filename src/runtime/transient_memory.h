@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -128,13 +129,20 @@ class TransientMemory {
   const TransientMemoryMode mode_;
 
   // Serialises calls: `busy_` is true while a Lease (or prepare) is alive. A flag rather than a
-  // held mutex because a Lease may end on another thread than the one that began it.
+  // held mutex because a Lease may end on another thread than the one that began it. Atomic, so
+  // that an uncontended call takes and gives it back with one atomic operation each (the call
+  // overhead of a small program); only a caller that finds it taken waits on call_done_, and the
+  // one giving it back takes call_mutex_ only when someone waits (waiters_).
+  std::atomic<bool> busy_{false};
+  std::atomic<std::thread::id> busy_thread_{};  // who holds busy_; cleared before busy_ is
+  std::atomic<int> waiters_{0};
   std::mutex call_mutex_;
   std::condition_variable call_done_;
-  bool busy_ = false;
-  std::thread::id busy_thread_;
+  // stats_.calls, counted outside state_mutex_ so that a call in steady state takes no lock here.
+  std::atomic<std::uint64_t> calls_{0};
 
-  // Guarded by state_mutex_ for readers (stats, installed_*); written only by the busy caller.
+  // Guarded by state_mutex_ for readers (stats, installed_*); written only by the busy caller,
+  // which may therefore read them without the lock (busy_ orders successive callers).
   mutable std::mutex state_mutex_;
   std::array<Installed, 2> installed_{};
   std::array<std::size_t, 2> lease_bytes_{};  // scoped/pool: bytes of the live call
