@@ -280,7 +280,9 @@ TEST(CartesianDecomposition, BlocksTileTheGridAndNeighboursAgree) {
   // The east neighbour's block starts where this one ends (wrapping); none beyond the J edges.
   const int east = d.neighbor(1, 0);
   EXPECT_EQ(all[4 * east], d.end(0) % 13);
-  if (d.coords()[1] == d.process_grid()[1] - 1) EXPECT_EQ(d.neighbor(0, 1), MPI_PROC_NULL);
+  if (d.coords()[1] == d.process_grid()[1] - 1) {
+    EXPECT_EQ(d.neighbor(0, 1), MPI_PROC_NULL);
+  }
 }
 
 TEST(MeshDecomposition, OwnedPointsPartitionTheMeshAndTablesMapGlobalIds) {
@@ -374,7 +376,9 @@ TEST(DistributedMesh, ReceivesExactlyTheHaloTheReadsNeed) {
   EXPECT_EQ(got("inv_len"), static_cast<std::int64_t>(halo_edges.size()));
   // Nothing else is read outside owned points (sign: at owned vertices only).
   EXPECT_EQ(received.size(), (halo.empty() ? 0u : 1u) + (halo_edges.empty() ? 0u : 1u));
-  if (world_size() > 1) EXPECT_FALSE(halo.empty());
+  if (world_size() > 1) {
+    EXPECT_FALSE(halo.empty());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -389,8 +393,9 @@ TEST(DistributedErrors, DecompositionsThatDifferBetweenRanks) {
     EXPECT_NE(std::string(e.what()).find("differs between ranks"), std::string::npos) << e.what();
   }
   const Mesh a = make_torus_mesh(6, 6), b = make_torus_mesh(6, 7);
-  if (world_size() > 1)
+  if (world_size() > 1) {
     EXPECT_THROW(MeshDecomposition(MPI_COMM_WORLD, world_rank() == 0 ? a : b, {}), ArgumentError);
+  }
 }
 
 TEST(DistributedErrors, FieldWithoutTheHaloTheProgramReads) {
@@ -444,13 +449,14 @@ TEST(DistributedErrors, ProgramsTheDecompositionCannotRun) {
   examples::ExampleInstance global = examples::example("c2e2co_sum").make_instance(size, Layout::vertical_fastest, seed);
   // A decomposition built for c2e2co_sum lacks the vertex halo diffusion_chain reads.
   MeshDecomposition d(MPI_COMM_WORLD, *global.mesh, {examples::example("c2e2co_sum").program});
-  if (world_size() > 1)
+  if (world_size() > 1) {
     EXPECT_THROW(DistributedProgram(examples::example("diffusion_chain").program, d), DomainError);
-  // Different programs on different ranks.
-  if (world_size() > 1)
+    // Different programs on different ranks.
+    CartesianDecomposition cartesian(MPI_COMM_WORLD, {13, 11, false, false});
     EXPECT_THROW(DistributedProgram(examples::example(world_rank() == 0 ? "laplacian" : "lap_of_lap").program,
-                                    CartesianDecomposition(MPI_COMM_WORLD, {13, 11, false, false})),
+                                    cartesian),
                  ArgumentError);
+  }
   // A call reading an earlier call's output at a neighbour needs an exchange in between.
   const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
   ProgramBuilder p("two_steps");
