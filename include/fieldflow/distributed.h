@@ -149,7 +149,7 @@ struct DistributedOptions {
 
 // What the halo exchange of a program did, summed over calls (seconds on this rank).
 struct ExchangeStats {
-  std::uint64_t calls = 0;
+  std::uint64_t calls = 0;  // exchanges: calls of the program and of exchange()
   std::uint64_t messages_sent = 0;
   std::uint64_t bytes_sent = 0;
   double pack_seconds = 0, wait_seconds = 0, unpack_seconds = 0, compute_seconds = 0;
@@ -177,6 +177,9 @@ class DistributedProgram {
   // Throws (on every rank) what a single-rank call would throw, plus DomainError for a field that
   // does not cover the halo the call reads.
   void operator()(const Arguments& local_args);
+  // Collective. Only the halo exchange of such a call (no computation): e.g. to fill halos for
+  // output, or to time the exchange alone.
+  void exchange(const Arguments& local_args);
 
   // The fields exchanged by the last call and, per field, the elements received on this rank.
   const std::map<std::string, std::int64_t>& received_elements() const;

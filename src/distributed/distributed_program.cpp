@@ -488,6 +488,14 @@ struct DistributedProgram::Impl {
     return a;
   }
 
+  void exchange_only(const Arguments& args) {
+    bind(args);
+    detail::collectively(comm, [&] { exchange->acquire(plan); });
+    exchange->start(plan, fields, stats);
+    exchange->finish(plan, fields, stats);
+    ++stats.calls;
+  }
+
   void call(const Arguments& args) {
     bind(args);
     detail::collectively(comm, [&] { exchange->acquire(plan); });
@@ -541,6 +549,7 @@ DistributedProgram& DistributedProgram::operator=(DistributedProgram&&) noexcept
 DistributedProgram::~DistributedProgram() = default;
 
 void DistributedProgram::operator()(const Arguments& local_args) { impl_->call(local_args); }
+void DistributedProgram::exchange(const Arguments& local_args) { impl_->exchange_only(local_args); }
 const std::map<std::string, std::int64_t>& DistributedProgram::received_elements() const { return impl_->received; }
 WorkspaceRequirement DistributedProgram::halo_workspace_requirement() const {
   return {Device::cpu, impl_->exchange->last_bytes(), transient_alignment};
