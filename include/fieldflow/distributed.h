@@ -155,7 +155,7 @@ struct ExchangeStats {
   double pack_seconds = 0, wait_seconds = 0, unpack_seconds = 0, compute_seconds = 0;
 };
 
-// A program compiled for one decomposition. Its inferred read extents say, per call, which field
+// A program compiled for one decomposition (which must outlive it). Its inferred read extents say, per call, which field
 // arguments are read outside the rank's owned points and how far: exactly those halos are
 // exchanged (several fields in one message per neighbour) before the points that need them run.
 class DistributedProgram {

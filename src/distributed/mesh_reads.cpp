@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "fieldflow/errors.h"
 
 namespace fieldflow::distributed::detail {
@@ -15,10 +17,10 @@ const ir::DimAccess* location_access(const ir::Access& a) {
   return nullptr;
 }
 
-const Dimension* kernel_location(const ir::Schedule& s, const ir::Kernel& k) {
-  static thread_local std::vector<Dimension> dims;
-  dims = ir::kernel_loop_dims(s, k);
-  return location_dim(dims);
+std::optional<Dimension> kernel_location(const ir::Schedule& s, const ir::Kernel& k) {
+  const std::vector<Dimension> dims = ir::kernel_loop_dims(s, k);
+  if (const Dimension* d = location_dim(dims)) return *d;
+  return std::nullopt;
 }
 
 std::string table_of(const ir::Schedule& s, const std::string& connectivity) {
@@ -105,9 +107,9 @@ MeshReads mesh_reads(const ir::Schedule& s, const MeshTables& t, const std::vect
   std::vector<PointMask> transient_points(s.transients.size());
   for (int k = static_cast<int>(s.kernels.size()) - 1; k >= 0; --k) {
     const ir::Kernel& kern = s.kernels[k];
-    const Dimension* loc = kernel_location(s, kern);
+    const std::optional<Dimension> loc = kernel_location(s, kern);
     if (!loc) continue;
-    const Dimension location = *loc;
+    const Dimension& location = *loc;
     const std::int64_t count = t.mesh->size_of(location.name);
     PointMask loop(static_cast<std::size_t>(count), 0);
     if (!kern.extent_from_outputs) {
@@ -147,9 +149,9 @@ std::vector<PointMask> halo_dependent_points(const ir::Schedule& s, const MeshTa
   std::vector<PointMask> out(s.program.stmts.size());
   std::vector<PointMask> transient_taint(s.transients.size());
   for (const ir::Kernel& kern : s.kernels) {
-    const Dimension* loc = kernel_location(s, kern);
+    const std::optional<Dimension> loc = kernel_location(s, kern);
     if (!loc) continue;
-    const std::string location = loc->name;
+    const std::string& location = loc->name;
     const std::int64_t n = kern.extent_from_outputs ? t.mesh->size_of(location) : owned.at(location);
     PointMask taint(static_cast<std::size_t>(n), 0);
     for (const auto& a : kern.accesses) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "fieldflow/compile.h"
@@ -55,31 +56,64 @@ bool is_output(const examples::ExampleInstance& inst, const std::string& name) {
 // The time loop's update of the inputs between steps, identical in both runs.
 double perturbed(double v, int step) { return 0.5 * v + 0.125 * (step + 1); }
 
+// Gathers the rank's outputs and expects them bitwise equal to the single-rank run's, over the
+// global fields (Cartesian: their part on the grid [0, nx) x [0, ny), the domain).
+template <class Decomposition>
+void expect_outputs_equal(const Decomposition& d, const examples::ExampleInstance& global,
+                          const std::map<std::string, Field>& local, int step,
+                          std::optional<std::array<std::int64_t, 2>> grid) {
+  for (const auto& out : global.outputs) {
+    const Field& g = global.fields.at(out);
+    Field gathered = g.clone();
+    gathered.fill(nan);
+    gather(d, local.at(out), gathered);
+    std::vector<std::int64_t> lo = g.origin(), hi = g.origin();
+    for (std::size_t a = 0; a < lo.size(); ++a) hi[a] += g.shape()[a];
+    if (grid)
+      for (int a = 0; a < 2; ++a) {
+        lo[a] = 0;
+        hi[a] = (*grid)[a];
+      }
+    EXPECT_EQ(differing(g, gathered, lo, hi), 0) << out << " at step " << step << " on rank " << d.rank();
+  }
+}
+
+// One case: an example, its grid (Cartesian: periodic or not; mesh: torus or bounded), overlap.
+struct Case {
+  std::string example;
+  bool mesh;
+  bool wraps;  // periodic grid / torus
+  bool overlap;
+  std::string name() const {
+    return example + (wraps ? (mesh ? "_torus" : "_periodic") : "_bounded") + (overlap ? "_overlap" : "");
+  }
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
+std::string case_name(const testing::TestParamInfo<Case>& info) { return info.param.name(); }
+
+std::vector<Case> cases(bool mesh) {
+  std::vector<Case> all;
+  for (const auto& ex : examples::all_examples())
+    if (ex.unstructured == mesh)
+      for (bool wraps : {false, true})
+        for (bool overlap : {false, true}) all.push_back({ex.name, mesh, wraps, overlap});
+  return all;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cartesian
 
-struct CartesianCase {
-  std::string example;
-  bool periodic;
-  bool overlap;
-};
-
-void PrintTo(const CartesianCase& c, std::ostream* os) { *os << c.example << (c.periodic ? " periodic" : "") << (c.overlap ? " overlap" : ""); }
-
-std::string case_name(const testing::TestParamInfo<CartesianCase>& info) {
-  return info.param.example + (info.param.periodic ? "_periodic" : "_bounded") + (info.param.overlap ? "_overlap" : "");
-}
-
-class DistributedCartesian : public testing::TestWithParam<CartesianCase> {};
+class DistributedCartesian : public testing::TestWithParam<Case> {};
 
 TEST_P(DistributedCartesian, EqualsSingleRankBitwiseOverSteps) {
-  const CartesianCase c = GetParam();
+  const Case c = GetParam();
+  const bool periodic = c.wraps;
   const examples::Example& ex = examples::example(c.example);
   const examples::ExampleSize size{13, 11, 4};
   examples::ExampleInstance global = ex.make_instance(size, Layout::vertical_fastest, seed);
   CompiledProgram single = compile(ex.program);
 
-  CartesianDecomposition d(MPI_COMM_WORLD, {size.nx, size.ny, c.periodic, c.periodic});
+  CartesianDecomposition d(MPI_COMM_WORLD, {size.nx, size.ny, periodic, periodic});
   DistributedOptions options;
   options.overlap = c.overlap;
   DistributedProgram program(ex.program, d, {}, options);
@@ -103,7 +137,7 @@ TEST_P(DistributedCartesian, EqualsSingleRankBitwiseOverSteps) {
         owned &= i[a] >= b[a] && i[a] < e[a];
         beyond |= i[a] < 0 || i[a] >= n[a];
       }
-      f.set_from_double(f.offset_of(i), owned || (beyond && !c.periodic) ? g.get_as_double(g.offset_of(i)) : nan);
+      f.set_from_double(f.offset_of(i), owned || (beyond && !periodic) ? g.get_as_double(g.offset_of(i)) : nan);
     });
     local.emplace(name, std::move(f));
   }
@@ -125,22 +159,11 @@ TEST_P(DistributedCartesian, EqualsSingleRankBitwiseOverSteps) {
   };
 
   for (int step = 0; step < 3; ++step) {
-    if (c.periodic)
+    if (periodic)
       for (auto& [name, g] : global.fields) wrap_halo(g);
     single(global_args);
     program(local_args);
-    for (const auto& out : global.outputs) {
-      const Field& g = global.fields.at(out);
-      Field gathered = g.clone();
-      gathered.fill(nan);
-      gather(d, local.at(out), gathered);
-      std::vector<std::int64_t> lo = g.origin(), hi = g.origin();
-      for (std::size_t a = 0; a < lo.size(); ++a) hi[a] += g.shape()[a];
-      lo[0] = lo[1] = 0;
-      hi[0] = size.nx;
-      hi[1] = size.ny;
-      EXPECT_EQ(differing(g, gathered, lo, hi), 0) << out << " at step " << step << " on rank " << d.rank();
-    }
+    expect_outputs_equal(d, global, local, step, std::array<std::int64_t, 2>{size.nx, size.ny});
     // The next step's inputs: owned points here, every point of the grid there.
     for (auto& [name, g] : global.fields) {
       if (is_output(global, name) || g.dtype() != DType::float64) continue;
@@ -156,32 +179,12 @@ TEST_P(DistributedCartesian, EqualsSingleRankBitwiseOverSteps) {
   EXPECT_EQ(program.exchange_stats().calls, 3u);
 }
 
-std::vector<CartesianCase> cartesian_cases() {
-  std::vector<CartesianCase> cases;
-  for (const auto& ex : examples::all_examples())
-    if (!ex.unstructured)
-      for (bool periodic : {false, true})
-        for (bool overlap : {false, true}) cases.push_back({ex.name, periodic, overlap});
-  return cases;
-}
-INSTANTIATE_TEST_SUITE_P(Examples, DistributedCartesian, testing::ValuesIn(cartesian_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Examples, DistributedCartesian, testing::ValuesIn(cases(false)), case_name);
 
 // ---------------------------------------------------------------------------------------------
 // Meshes
 
-struct MeshCase {
-  std::string example;
-  bool bounded;
-  bool overlap;
-};
-
-void PrintTo(const MeshCase& c, std::ostream* os) { *os << c.example << (c.bounded ? " bounded" : " torus") << (c.overlap ? " overlap" : ""); }
-
-std::string mesh_case_name(const testing::TestParamInfo<MeshCase>& info) {
-  return info.param.example + (info.param.bounded ? "_bounded" : "_torus") + (info.param.overlap ? "_overlap" : "");
-}
-
-class DistributedMesh : public testing::TestWithParam<MeshCase> {};
+class DistributedMesh : public testing::TestWithParam<Case> {};
 
 // A local field: the global field's dims with the location axis cut to the rank's points; owned
 // points copied through their global ids, halo points NaN.
@@ -203,10 +206,10 @@ Field local_field(const MeshDecomposition& d, const Field& g) {
 }
 
 TEST_P(DistributedMesh, EqualsSingleRankBitwiseOverSteps) {
-  const MeshCase c = GetParam();
+  const Case c = GetParam();
   const examples::Example& ex = examples::example(c.example);
   examples::ExampleSize size{8, 7, 3};
-  size.bounded = c.bounded;
+  size.bounded = !c.wraps;
   examples::ExampleInstance global = ex.make_instance(size, Layout::vertical_fastest, seed);
   CompiledProgram single = compile(ex.program);
 
@@ -226,15 +229,7 @@ TEST_P(DistributedMesh, EqualsSingleRankBitwiseOverSteps) {
   for (int step = 0; step < 3; ++step) {
     single(global_args);
     program(local_args);
-    for (const auto& out : global.outputs) {
-      const Field& g = global.fields.at(out);
-      Field gathered = g.clone();
-      gathered.fill(nan);
-      gather(d, local.at(out), gathered);
-      std::vector<std::int64_t> lo = g.origin(), hi = g.origin();
-      for (std::size_t a = 0; a < lo.size(); ++a) hi[a] += g.shape()[a];
-      EXPECT_EQ(differing(g, gathered, lo, hi), 0) << out << " at step " << step << " on rank " << d.rank();
-    }
+    expect_outputs_equal(d, global, local, step, std::nullopt);
     for (auto& [name, g] : global.fields) {
       if (is_output(global, name) || g.dtype() != DType::float64) continue;
       Field& f = local.at(name);
@@ -254,15 +249,7 @@ TEST_P(DistributedMesh, EqualsSingleRankBitwiseOverSteps) {
   }
 }
 
-std::vector<MeshCase> mesh_cases() {
-  std::vector<MeshCase> cases;
-  for (const auto& ex : examples::all_examples())
-    if (ex.unstructured)
-      for (bool bounded : {false, true})
-        for (bool overlap : {false, true}) cases.push_back({ex.name, bounded, overlap});
-  return cases;
-}
-INSTANTIATE_TEST_SUITE_P(Examples, DistributedMesh, testing::ValuesIn(mesh_cases()), mesh_case_name);
+INSTANTIATE_TEST_SUITE_P(Examples, DistributedMesh, testing::ValuesIn(cases(true)), case_name);
 
 // ---------------------------------------------------------------------------------------------
 // Decompositions and the halo a call exchanges
