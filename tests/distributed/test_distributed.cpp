@@ -116,7 +116,9 @@ TEST_P(DistributedCartesian, EqualsSingleRankBitwiseOverSteps) {
   CartesianDecomposition d(MPI_COMM_WORLD, {size.nx, size.ny, periodic, periodic});
   DistributedOptions options;
   options.overlap = c.overlap;
-  DistributedProgram program(ex.program, d, {}, options);
+  CompileOptions compiled;
+  if (c.overlap) compiled.parallel_threshold = 0;  // the OpenMP path of the generated kernels too
+  DistributedProgram program(ex.program, d, compiled, options);
   EXPECT_EQ(program.overlaps(), c.overlap);  // no example reads its output at another point
 
   // Each rank's fields: the global field's box cut to the rank's block plus 3 points; owned
