@@ -438,11 +438,28 @@ struct DistributedProgram::Impl {
     set_pieces(ranges);
   }
 
-  void bind(const Arguments& args) {
+  // Binds a call and obtains its pack buffers. In steady state (every rank calls with the
+  // arguments of its last call) one Allreduce settles it: each rank takes its buffers first, then
+  // all learn whether any rank's arguments changed or its buffers failed; only then comes the
+  // full, checked binding (one synchronisation per call matters at a thousand ranks).
+  void bind_and_acquire(const Arguments& args) {
     std::string k = binding_key(args);
-    int changed = k != key ? 1 : 0, any = 0;
-    MPI_Allreduce(&changed, &any, 1, MPI_INT, MPI_LOR, comm);
-    if (!any) return;
+    int mine[2] = {k != key ? 1 : 0, 0}, all[2] = {0, 0};
+    if (!mine[0]) {
+      try {
+        exchange->acquire(plan);
+      } catch (...) {
+        mine[1] = 1;  // reported below by every rank, through the checked path
+      }
+    }
+    MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, comm);
+    if (!all[0] && !all[1]) return;
+    exchange->release();
+    if (all[0]) bind(args, std::move(k));
+    detail::collectively(comm, [&] { exchange->acquire(plan); });
+  }
+
+  void bind(const Arguments& args, std::string k) {
     key.clear();  // until the new binding is complete
     detail::collectively(comm, [&] {
       if (cart) check_cartesian(args); else check_mesh(args);
@@ -489,16 +506,14 @@ struct DistributedProgram::Impl {
   }
 
   void exchange_only(const Arguments& args) {
-    bind(args);
-    detail::collectively(comm, [&] { exchange->acquire(plan); });
+    bind_and_acquire(args);
     exchange->start(plan, fields, stats);
     exchange->finish(plan, fields, stats);
     ++stats.calls;
   }
 
   void call(const Arguments& args) {
-    bind(args);
-    detail::collectively(comm, [&] { exchange->acquire(plan); });
+    bind_and_acquire(args);
     std::exception_ptr error;
     auto run = [&](int piece) {
       if (error || !piece_active[static_cast<std::size_t>(piece)]) return;

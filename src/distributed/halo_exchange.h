@@ -81,6 +81,7 @@ class HaloExchange {
 
   // Obtains the pack buffers for `plan` (may throw: call it inside a collective check).
   void acquire(const ExchangePlan& plan);
+  void release() { lease_.end(); }
   // Posts the receives, packs and posts the sends.
   void start(const ExchangePlan& plan, const std::vector<Field*>& fields, ExchangeStats& stats);
   // Gives MPI a chance to move messages (while computing).
