@@ -103,15 +103,16 @@ Workspace workspace_from(nb::handle obj, const std::string& what) {
   return Workspace{a.data(), a.nbytes(), cuda ? Device::cuda : Device::cpu, {}};
 }
 
-// The Python allocator as the C++ runtime's ExternalMemoryAllocator. The array it returns is kept
-// alive until the runtime runs the workspace's release action (the program is released, or asks
-// again for a larger block).
-ExternalMemoryAllocator python_allocator(nb::object callable) {
-  auto fn = std::make_shared<GilObject>(std::move(callable));
-  return [fn](const AllocationRequest& request) {
+// The Python allocator as the C++ runtime's ExternalMemoryAllocator. `callable` is borrowed: the
+// Python CompiledProgram owns it (and shows it to the garbage collector: an allocator referring
+// back to its program is a collectable cycle) and outlives the C++ program. The array it returns
+// is kept alive until the runtime runs the workspace's release action (the program is released,
+// or asks again for a larger block).
+ExternalMemoryAllocator python_allocator(PyObject* callable) {
+  return [callable](const AllocationRequest& request) {
     nb::gil_scoped_acquire gil;
     // A Python exception reaches the caller unchanged (as nb::python_error through the runtime).
-    nb::object block = nb::borrow(fn->get())(request);
+    nb::object block = nb::handle(callable)(request);
     Workspace ws = workspace_from(block, "the block returned by external_memory_allocator");
     auto keep = std::make_shared<GilObject>(std::move(block));
     ws.release = [keep] { keep->clear(); };
@@ -163,8 +164,8 @@ std::vector<Argument> arguments_of(const ir::Program& p) {
 
 class PyProgram {
  public:
-  PyProgram(CompiledProgram program, std::map<Device, nb::object> workspaces)
-      : workspaces_(std::move(workspaces)), program_(std::move(program)) {
+  PyProgram(CompiledProgram program, nb::object allocator, std::map<Device, nb::object> workspaces)
+      : allocator_(std::move(allocator)), workspaces_(std::move(workspaces)), program_(std::move(program)) {
     const ir::Program& p = program_->program();
     arguments_ = arguments_of(p);
     const std::size_t n = p.params.size();
@@ -211,6 +212,14 @@ class PyProgram {
     std::unique_lock<std::mutex> lock = locked();
     program_.reset();
     workspaces_.clear();
+    allocator_ = nb::object();
+  }
+
+  // For the garbage collector (tp_traverse): the Python objects this program holds.
+  int traverse(visitproc visit, void* arg) const {
+    Py_VISIT(allocator_.ptr());
+    for (const auto& [device, array] : workspaces_) Py_VISIT(array.ptr());
+    return 0;
   }
 
   void set_external_workspace(Device device, nb::object array) {
@@ -486,8 +495,9 @@ class PyProgram {
   };
 
   std::mutex mutex_;  // one call at a time per instance; also guards the views below
-  // Caller-owned workspaces (external_workspace), alive as long as the program may use them:
-  // declared before program_, so destroyed after it.
+  // The allocator and the caller-owned workspaces (external_workspace), alive as long as the
+  // program may use them: declared before program_, so destroyed after it.
+  nb::object allocator_;
   std::map<Device, nb::object> workspaces_;
   std::optional<CompiledProgram> program_;
   std::vector<Argument> arguments_;
@@ -511,7 +521,7 @@ PyProgram* compile_program(const ir::Program& program, nb::handle backend, nb::h
     if (!PyCallable_Check(allocator.ptr()))
       throw OptionError(fmt::format("external_memory_allocator must be callable, given an object of type {}",
                                     python_type_name(allocator)));
-    options.memory.external_memory_allocator = python_allocator(nb::borrow(allocator));
+    options.memory.external_memory_allocator = python_allocator(allocator.ptr());
   }
   std::map<Device, nb::object> workspaces;
   if (!workspace.is_none()) {
@@ -535,7 +545,8 @@ PyProgram* compile_program(const ir::Program& program, nb::handle backend, nb::h
     nb::gil_scoped_release release;  // g++ may take seconds; other Python threads go on meanwhile
     compiled.emplace(compile(program, options));
   }
-  return new PyProgram(std::move(*compiled), std::move(workspaces));
+  return new PyProgram(std::move(*compiled), allocator.is_none() ? nb::object() : nb::borrow(allocator),
+                       std::move(workspaces));
 }
 
 template <class T>
@@ -561,6 +572,21 @@ nb::dict mesh_to_python(const Mesh& mesh) {
   out["edge_orientation_v2e"] = to_numpy(mesh.edge_orientation_v2e, {static_cast<std::size_t>(mesh.n_vertices), 6});
   return out;
 }
+
+int program_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  return nb::inst_ptr<PyProgram>(self)->traverse(visit, arg);
+}
+
+int program_clear(PyObject* self) {
+  if (nb::inst_ready(self)) nb::inst_ptr<PyProgram>(self)->release();
+  return 0;
+}
+
+PyType_Slot program_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(program_traverse)},
+                               {Py_tp_clear, reinterpret_cast<void*>(program_clear)},
+                               {0, nullptr}};
 
 }  // namespace
 
@@ -636,7 +662,7 @@ void bind_runtime(nb::module_& m) {
   m.def("max_requirements", &max_requirements, nb::arg("per_program"));
   m.def("trim_host_pool", &trim_host_pool);
 
-  nb::class_<PyProgram>(m, "CompiledProgram")
+  nb::class_<PyProgram>(m, "CompiledProgram", nb::type_slots(program_slots))
       .def("__call__", &PyProgram::call)
       .def("release", &PyProgram::release)
       .def("_time_calls_from_cpp", &PyProgram::time_calls_from_cpp, nb::arg("repeats"), nb::arg("args"), nb::arg("kwargs"))

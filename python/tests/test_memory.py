@@ -256,3 +256,23 @@ def test_a_caller_owned_workspace_is_kept_alive_by_the_program(field):
     del prog
     gc.collect()
     assert ref() is None
+
+
+def test_a_program_whose_allocator_refers_to_it_is_collected(field):
+    # The allocator closes over a dict holding the program: a cycle through C++, which the garbage
+    # collector sees because the program reports the allocator it holds.
+    owner = {}
+    blocks = []
+
+    def allocator(request):
+        assert owner["program"] is not None
+        block = ff.empty(request.bytes, np.uint8)
+        blocks.append(weakref.ref(block))
+        return block
+
+    owner["program"] = smooth.compile(external_memory_allocator=allocator)
+    owner["program"](field, np.zeros_like(field), n=N, nk=NK)
+    allocator_ref = weakref.ref(allocator)
+    del allocator, owner
+    gc.collect()
+    assert allocator_ref() is None and blocks[0]() is None
