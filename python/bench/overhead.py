@@ -4,7 +4,8 @@
      bound, GIL released) against the same calls made from C++ on arguments bound once;
   2. a large program (COSMO hdiff, 256 x 256 x 64) called from Python against the same calls from C++.
 
-Each round's mean time per call; the median over the rounds. Run with the package installed (scripts/test-python.sh builds it):
+Each round's mean wall and CPU time per call (CPU: of the whole process, OpenMP threads included);
+the medians over the rounds. Run with the package installed (scripts/test-python.sh builds it):
 
     build/python-venv/bin/python python/bench/overhead.py
 """
@@ -36,11 +37,26 @@ def one_point(a: Field[[I], float64], out: Field[[I], float64], n: int32):
     add_one(a, out=out, domain={I: (0, n)})
 
 
-def python_seconds_per_call(call, calls):
-    start = time.perf_counter()
-    for _ in range(calls):
-        call()
-    return (time.perf_counter() - start) / calls
+def per_call(run, calls):
+    """(wall seconds, CPU seconds of this process) per call of run(calls)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    run(calls)
+    return (time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls
+
+
+def python_loop(call):
+    def run(calls):
+        for _ in range(calls):
+            call()
+    return run
+
+
+def report(name, py, cpp, unit, scale):
+    (py_wall, py_cpu), (cpp_wall, cpp_cpu) = ([statistics.median(x) for x in zip(*r)] for r in (py, cpp))
+    print(f"{name}: wall {py_wall * scale:.3f} {unit} per call from Python, {cpp_wall * scale:.3f} {unit} from C++ "
+          f"(difference {(py_wall - cpp_wall) * scale:.3f} {unit}, ratio {py_wall / cpp_wall:.4f}); "
+          f"CPU {py_cpu * scale:.3f} {unit} from Python, {cpp_cpu * scale:.3f} {unit} from C++ "
+          f"(difference {(py_cpu - cpp_cpu) * scale:.3f} {unit}, ratio {py_cpu / cpp_cpu:.4f})")
 
 
 def main():
@@ -51,16 +67,12 @@ def main():
 
     compiled = one_point.compile()
     a, out = np.zeros(1), np.zeros(1)
-    calls = 20000
     py, cpp = [], []
     for _ in range(args.rounds):
-        py.append(python_seconds_per_call(lambda: compiled(a, out, n=1), calls))
-        py.append(python_seconds_per_call(lambda: compiled(a, out, 1), calls))
-        cpp.append(statistics.fmean(compiled._time_calls_from_cpp(calls, a, out, n=1)))
+        py.append(per_call(python_loop(lambda: compiled(a, out, n=1)), 20000))
+        cpp.append(per_call(lambda calls: compiled._time_calls_from_cpp(calls, a, out, n=1), 20000))
     assert out[0] == 1.0
-    py_median, cpp_median = statistics.median(py), statistics.median(cpp)
-    print(f"1-point program: {py_median * 1e6:.2f} us per call from Python, {cpp_median * 1e6:.2f} us from C++: "
-          f"overhead {(py_median - cpp_median) * 1e6:.2f} us per call")
+    report("1-point program", py, cpp, "us", 1e6)
 
     n, nk = args.size, 64
     rng = np.random.default_rng(0)
@@ -72,11 +84,9 @@ def main():
     compiled(inp, coeff, result, **sizes)  # warm: memory installed, threads started
     py, cpp = [], []
     for _ in range(args.rounds):
-        py.append(python_seconds_per_call(lambda: compiled(inp, coeff, result, **sizes), 10))
-        cpp.append(statistics.fmean(compiled._time_calls_from_cpp(10, inp, coeff, result, **sizes)))
-    py_median, cpp_median = statistics.median(py), statistics.median(cpp)
-    print(f"hdiff {n}x{n}x{nk}: {py_median * 1e3:.3f} ms per call from Python, {cpp_median * 1e3:.3f} ms from C++: "
-          f"Python / C++ = {py_median / cpp_median:.4f}")
+        py.append(per_call(python_loop(lambda: compiled(inp, coeff, result, **sizes)), 10))
+        cpp.append(per_call(lambda calls: compiled._time_calls_from_cpp(calls, inp, coeff, result, **sizes), 10))
+    report(f"hdiff {n}x{n}x{nk}", py, cpp, "ms", 1e3)
 
 
 if __name__ == "__main__":

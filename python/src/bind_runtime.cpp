@@ -74,6 +74,79 @@ std::string describe_dtype(const nb::dlpack::dtype& t) {
   return fmt::format("{}{}", t.code < 7 ? kinds[t.code] : "?", t.bits);
 }
 
+// What a call needs of an array argument. Read through the buffer protocol where the object
+// has it (numpy arrays: the cheapest route, which also tells whether the memory is read-only),
+// else through nanobind's ndarray (DLPack; __array_interface__ through numpy.asarray).
+struct ArrayInfo {
+  void* data = nullptr;
+  std::size_t ndim = 0;
+  std::int64_t shape[kMaxRank] = {}, strides[kMaxRank] = {};  // strides in elements
+  std::optional<DType> dtype;
+  std::string dtype_text;           // for messages when dtype is not one of fieldflow's
+  std::optional<bool> read_only;    // unknown for DLPack objects
+  bool host = true;
+  int device_type = nb::device::cpu::value;
+};
+
+std::optional<DType> dtype_of_format(const char* format, Py_ssize_t itemsize) {
+  if (format == nullptr) return std::nullopt;
+  if (*format == '@' || *format == '=' || *format == '<') ++format;  // native order on a little-endian host
+  if (format[0] == '\0' || format[1] != '\0') return std::nullopt;
+  switch (format[0]) {
+    case '?': return DType::boolean;
+    case 'i': case 'l': case 'q':
+      if (itemsize == 4) return DType::int32;
+      if (itemsize == 8) return DType::int64;
+      return std::nullopt;
+    case 'f': return itemsize == 4 ? std::optional(DType::float32) : std::nullopt;
+    case 'd': return itemsize == 8 ? std::optional(DType::float64) : std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+bool buffer_info(nb::handle obj, ArrayInfo& info) {
+  if (!PyObject_CheckBuffer(obj.ptr())) return false;
+  Py_buffer b;
+  if (PyObject_GetBuffer(obj.ptr(), &b, PyBUF_RECORDS_RO) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  // The memory stays valid after the release: it belongs to obj, which the caller holds.
+  struct Release {
+    Py_buffer* b;
+    ~Release() { PyBuffer_Release(b); }
+  } release{&b};
+  if (b.ndim > kMaxRank || b.itemsize <= 0) return false;
+  info.data = b.buf;
+  info.ndim = static_cast<std::size_t>(b.ndim);
+  for (int d = 0; d < b.ndim; ++d) {
+    info.shape[d] = b.shape[d];
+    if (b.strides[d] % b.itemsize != 0) return false;  // not a whole number of elements: the slow path says so
+    info.strides[d] = b.strides[d] / b.itemsize;
+  }
+  info.dtype = dtype_of_format(b.format, b.itemsize);
+  if (!info.dtype) info.dtype_text = fmt::format("buffer format '{}' ({} bytes)", b.format ? b.format : "B", b.itemsize);
+  info.read_only = b.readonly != 0;
+  return true;
+}
+
+bool array_info(nb::handle obj, ArrayInfo& info, nb::object& holder) {
+  if (buffer_info(obj, info)) return true;
+  nb::ndarray<nb::ro> a;
+  if (!array_of(obj, a, holder) || a.ndim() > kMaxRank) return false;
+  info.data = const_cast<void*>(a.data());
+  info.ndim = a.ndim();
+  for (std::size_t d = 0; d < a.ndim(); ++d) {
+    info.shape[d] = static_cast<std::int64_t>(a.shape(d));
+    info.strides[d] = a.stride(d);
+  }
+  info.dtype = dtype_of(a.dtype());
+  if (!info.dtype) info.dtype_text = describe_dtype(a.dtype());
+  info.device_type = a.device_type();
+  info.host = a.device_type() == nb::device::cpu::value;
+  return true;
+}
+
 // Memory handed over as a workspace: a writable CPU array (buffer protocol, DLPack,
 // __array_interface__) or a CUDA array exposing __cuda_array_interface__ (cupy). Its bytes are
 // what the array covers; it must be contiguous, since the runtime uses [pointer, pointer + bytes).
@@ -354,9 +427,9 @@ class PyProgram {
   void bind_field(const ir::Program& p, int index, nb::handle obj, std::vector<nb::object>& holders) {
     const ir::Param& prm = p.params[static_cast<std::size_t>(index)];
     const std::size_t i = static_cast<std::size_t>(index);
-    nb::ndarray<nb::ro> a;
+    ArrayInfo a;
     nb::object holder;
-    if (!array_of(obj, a, holder))
+    if (!array_info(obj, a, holder))
       throw ArgumentError(fmt::format("program '{}': field '{}' expects an array (buffer protocol, "
                                       "__array_interface__ or DLPack), given an object of type {}",
                                       p.name, prm.name, python_type_name(obj)));
@@ -364,33 +437,30 @@ class PyProgram {
     if (output_[i]) {
       nb::ndarray<> writable;
       nb::object unused;
-      if (!array_of(obj, writable, unused))
+      if (a.read_only ? *a.read_only : !array_of(obj, writable, unused))
         throw ArgumentError(fmt::format("program '{}': field '{}' is written, given a read-only array", p.name, prm.name));
     }
     const bool host = program_->backend() == Backend::reference || program_->backend() == Backend::cpu;
-    if ((a.device_type() == nb::device::cpu::value) != host)
+    if (a.host != host)
       throw ArgumentError(fmt::format("program '{}': field '{}' expects {} memory (backend {}), given an array on "
                                       "DLPack device type {}", p.name, prm.name, host ? "host" : "device",
-                                      to_string(program_->backend()), a.device_type()));
-    const std::optional<DType> t = dtype_of(a.dtype());
-    if (!t || *t != prm.type.dtype)
+                                      to_string(program_->backend()), a.device_type));
+    if (a.dtype != prm.type.dtype)
       throw DTypeError(fmt::format("program '{}': field '{}' is {}, given an array of {}", p.name, prm.name,
-                                   to_string(prm.type.dtype), describe_dtype(a.dtype())));
+                                   to_string(prm.type.dtype), a.dtype ? std::string(to_string(*a.dtype)) : a.dtype_text));
     const std::size_t rank = prm.type.dims.size();
-    if (a.ndim() != rank) {
+    if (a.ndim != rank) {
       std::vector<std::string> dims;
       for (const auto& d : prm.type.dims) dims.push_back(d.name);
       throw ArgumentError(fmt::format("program '{}': field '{}' has {} dimensions ({}), given an array of {}",
-                                      p.name, prm.name, rank, fmt::join(dims, ", "), a.ndim()));
+                                      p.name, prm.name, rank, fmt::join(dims, ", "), a.ndim));
     }
-    std::int64_t shape[kMaxRank] = {}, strides[kMaxRank] = {}, origin[kMaxRank] = {};
-    for (std::size_t d = 0; d < rank; ++d) {
-      shape[d] = static_cast<std::int64_t>(a.shape(d));
-      strides[d] = a.stride(d);
-    }
+    const std::int64_t* shape = a.shape;
+    const std::int64_t* strides = a.strides;
+    std::int64_t origin[kMaxRank] = {};
     read_origin(p, prm, obj, rank, origin);
     std::optional<Field>& slot = fields_[i];
-    void* data = const_cast<void*>(a.data());
+    void* data = a.data;
     if (slot && same(slot->shape(), shape, rank) && same(slot->strides(), strides, rank) &&
         same(slot->origin(), origin, rank)) {
       if (slot->data() != data) slot->set_view_data(data);  // the same view over other memory: no allocation
@@ -448,23 +518,22 @@ class PyProgram {
       obj = given[0];
       n_target = nb::cast<std::int64_t>(given[1]);
     }
-    nb::ndarray<nb::ro> a;
+    ArrayInfo a;
     nb::object holder;
-    if (!array_of(obj, a, holder) || a.ndim() != 2 || dtype_of(a.dtype()) != DType::int32)
+    const bool is_array = array_info(obj, a, holder);
+    if (!is_array || a.ndim != 2 || a.dtype != DType::int32)
       throw ConnectivityError(fmt::format(
           "program '{}': connectivity '{}' expects a 2-D int32 array [{}][{}], given {}", p.name, prm.name,
           prm.conn.source.name, prm.conn.max_neighbors,
-          holder.is_valid() || nb::try_cast(obj, a, false)
-              ? fmt::format("a {}-D array of {}", a.ndim(), describe_dtype(a.dtype()))
-              : "an object of type " + python_type_name(obj)));
+          is_array ? fmt::format("a {}-D array of {}", a.ndim, a.dtype ? std::string(to_string(*a.dtype)) : a.dtype_text)
+                   : "an object of type " + python_type_name(obj)));
     if (holder.is_valid()) holders.push_back(holder);
     if (!n_target) n_target = location_size(p, prm.conn.target);
     if (!n_target)
       throw ConnectivityError(fmt::format(
           "program '{}': the size of '{}' (the targets of connectivity '{}') is not known from the call's fields; "
           "pass {}=(table, number_of_{})", p.name, prm.conn.target.name, prm.name, prm.name, prm.conn.target.name));
-    const TableKey key{a.data(), static_cast<std::int64_t>(a.shape(0)), *n_target, static_cast<std::int64_t>(a.shape(1)),
-                       a.stride(0), a.stride(1)};
+    const TableKey key{a.data, a.shape[0], *n_target, a.shape[1], a.strides[0], a.strides[1]};
     // The same table again: nothing to do, and its entries are not scanned again (see docs/host.md).
     if (tables_[i] && table_keys_[i] == key) return;
     tables_[i] = NeighborTable::view(prm.conn.name, prm.conn.source.name, prm.conn.target.name, key.n_source,
