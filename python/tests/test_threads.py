@@ -73,7 +73,8 @@ def test_two_threads_run_two_programs_concurrently():
 
 
 def test_concurrent_calls_on_one_program_are_serialized():
-    prog = heavy_program.compile(num_threads=1)
+    # Persistent memory: one transient buffer per instance, which overlapping calls would share.
+    prog = heavy_program.compile(num_threads=1, transient_memory_mode="persistent")
     arrays = [np.random.default_rng(i).random((50, 40)) for i in range(4)]
     outs = [np.zeros_like(a) for a in arrays]
     threads = [threading.Thread(target=prog, args=(a, o), kwargs={"ni": 50, "nk": 40}) for a, o in zip(arrays, outs)]
@@ -83,3 +84,5 @@ def test_concurrent_calls_on_one_program_are_serialized():
         t.join()
     for a, o in zip(arrays, outs):
         np.testing.assert_allclose(o, numpy_heavy(a), rtol=1e-10)
+    stats = prog.memory_stats()
+    assert stats.calls == 4 and stats.system_allocations == 1
