@@ -2,7 +2,7 @@
 # Installs the Debian packages fieldflow builds with, only those missing (idempotent, needs root).
 set -euo pipefail
 packages=(g++ gfortran cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev
-          nlohmann-json3-dev libcli11-dev libxxhash-dev ccache
+          nlohmann-json3-dev libcli11-dev libxxhash-dev ccache python3-venv python3-dev
           libopenmpi-dev openmpi-bin libmetis-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -30,3 +30,4 @@ FIELDFLOW_CACHE_DIR="$PWD/build/asan/test-cache" build/asan/tests/capi/test_capi
 cmake --preset release >/dev/null
 cmake --build --preset release
 ctest --preset release "$@"
+scripts/test-python.sh  # the Python package: pip install ./python into a venv, then pytest

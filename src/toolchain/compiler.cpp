@@ -19,7 +19,7 @@
 #include "fieldflow/errors.h"
 #include "toolchain/secure_fs.h"
 
-// Both are defined for the library target by the top-level CMakeLists.txt.
+// Both are defined for this file by the top-level CMakeLists.txt.
 #if !defined(FIELDFLOW_SOURCE_INCLUDE_DIR) || !defined(FIELDFLOW_INSTALL_INCLUDE_DIR)
 #error "FIELDFLOW_SOURCE_INCLUDE_DIR and FIELDFLOW_INSTALL_INCLUDE_DIR must be defined"
 #endif

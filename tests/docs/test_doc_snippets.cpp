@@ -86,10 +86,12 @@ std::vector<fs::path> markdown_files() {
 
 // The code fence's language for a snippet file: C++ snippets are compiled into this test; C and
 // Fortran ones (the C API and the Fortran module, docs/host.md) are built and run by tests/capi;
-// CMake files (the AOT build, docs/snippets/aot/) are fenced as cmake.
+// CMake files (the AOT build, docs/snippets/aot/) are fenced as cmake; Python ones (docs/python.md)
+// are run by python/tests/test_docs.py.
 std::string fence_language(const fs::path& file) {
   const std::string ext = file.extension().string();
   if (ext == ".c") return "c";
+  if (ext == ".py") return "python";
   if (ext == ".f90") return "fortran";
   if (file.filename() == "CMakeLists.txt" || ext == ".cmake") return "cmake";
   return "cpp";
@@ -97,7 +99,7 @@ std::string fence_language(const fs::path& file) {
 
 bool is_snippet_file(const fs::path& file) {
   const std::string ext = file.extension().string();
-  return ext == ".cpp" || ext == ".c" || ext == ".f90";
+  return ext == ".cpp" || ext == ".c" || ext == ".f90" || ext == ".py";
 }
 
 std::vector<Block> snippet_blocks(const fs::path& md) {
