@@ -665,5 +665,117 @@ TEST_F(CacheHardeningTest, RelativeCachePathStartingWithADashIsNotACompilerOptio
   EXPECT_EQ(call_answer(dir_ / "-answer.so"), 42);
 }
 
+
+// ---- (9) fault injection: the compiler and the cache folder fail, then recover -------------------
+// Each fault gives a typed error, leaves the cache consistent (nothing half-built published, no
+// temporaries left behind) and the next attempt after the fault clears succeeds. The truncated
+// module after publish, dlopen failing, a read-only and a full cache folder are the tests above.
+
+// Nothing of a build in progress is left, and every published entry is usable.
+void expect_consistent(const ModuleCache& cache) {
+  std::error_code ec;
+  if (fs::is_directory(cache.directory(), ec)) {
+    for (const auto& item : fs::directory_iterator(cache.directory())) {
+      const std::string name = item.path().filename().string();
+      EXPECT_FALSE(name.starts_with("tmp-") || name.starts_with("stale-")) << "left behind: " << name;
+    }
+  }
+  for (const CacheListing& entry : cache.list()) EXPECT_EQ(entry.problem, "") << entry.key;
+}
+
+TEST_F(CacheHardeningTest, CompilerMissingThenInstalled) {
+  ModuleCache cache(cache_dir_);
+  CompilerConfig config = config_;
+  config.cxx = (dir_ / "later-cxx").string();
+  EXPECT_THROW(cache.get_or_load("answer", kAnswer42, config, ""), CompileError);
+  expect_consistent(cache);
+  EXPECT_TRUE(cache.list().empty());
+  config = fake_compiler("later-cxx", "cp '" + prebuilt().string() + "' \"$out\"");
+  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, config, "");
+  EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+  expect_consistent(cache);
+}
+
+TEST_F(CacheHardeningTest, CompilerFailingThenWorking) {
+  const fs::path broken = dir_ / "broken";
+  std::ofstream(broken) << "";
+  const CompilerConfig flaky = fake_compiler(
+      "flaky-cxx", "if [ -e '" + broken.string() + "' ]; then echo 'internal compiler error: injected' >&2; exit 1; fi\n"
+                   "cp '" + prebuilt().string() + "' \"$out\"");
+  ModuleCache cache(cache_dir_);
+  try {
+    cache.get_or_load("answer", kAnswer42, flaky, "");
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("internal compiler error: injected"), std::string::npos) << e.what();
+  }
+  expect_consistent(cache);
+  EXPECT_TRUE(cache.list().empty());
+  fs::remove(broken);
+  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, flaky, "");
+  EXPECT_FALSE(loaded.entry.was_hit);
+  EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+  expect_consistent(cache);
+}
+
+TEST_F(CacheHardeningTest, CompilerKilledMidCompile) {
+  const fs::path armed = dir_ / "armed";
+  std::ofstream(armed) << "";
+  // Half a module written, then the compiler dies (the OOM killer, a user's kill -9).
+  const CompilerConfig killed = fake_compiler(
+      "killed-cxx", "head -c 2000 '" + prebuilt().string() + "' > \"$out\"\n"
+                    "if [ -e '" + armed.string() + "' ]; then kill -9 $$; fi\n"
+                    "cp '" + prebuilt().string() + "' \"$out\"");
+  ModuleCache cache(cache_dir_);
+  try {
+    cache.get_or_load("answer", kAnswer42, killed, "");
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("killed by signal 9"), std::string::npos) << e.what();
+  }
+  expect_consistent(cache);
+  EXPECT_TRUE(cache.list().empty());
+  fs::remove(armed);
+  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, killed, "");
+  EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+  expect_consistent(cache);
+}
+
+TEST_F(CacheHardeningTest, CacheFolderDeletedBetweenCompileAndLoad) {
+  ModuleCache cache(cache_dir_);
+  const CacheEntry built = cache.get_or_build("answer", kAnswer42, config_, "");
+  fs::remove_all(cache_dir_);
+  // The caller that loads the returned path itself gets a typed error...
+  EXPECT_THROW(LoadedModule{built.path}, CompileError);
+  // ...and get_or_load, which looks up and loads in one step, rebuilds.
+  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, config_, "");
+  EXPECT_FALSE(loaded.entry.was_hit);
+  EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+  expect_consistent(cache);
+}
+
+TEST_F(CacheHardeningTest, CacheFolderDeletedWhileCompiling) {
+  // The folder (with the build's temporary folder in it) disappears while the compiler runs.
+  const fs::path armed = dir_ / "armed";
+  std::ofstream(armed) << "";
+  const CompilerConfig deleting = fake_compiler(
+      "deleting-cxx", "cp '" + prebuilt().string() + "' \"$out\"\n"
+                      "if [ -e '" + armed.string() + "' ]; then rm -rf '" + cache_dir_.string() + "'; fi");
+  ModuleCache cache(cache_dir_);
+  try {
+    LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, deleting, "");
+    EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+  } catch (const InternalError& e) {
+    FAIL() << e.what();
+  } catch (const Error& e) {
+    RecordProperty("error", e.what());  // typed: fine
+  }
+  expect_consistent(cache);
+  fs::remove(armed);
+  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, deleting, "");
+  EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+  expect_consistent(cache);
+}
+
 }  // namespace
 }  // namespace fieldflow::toolchain
