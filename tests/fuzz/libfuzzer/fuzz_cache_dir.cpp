@@ -147,7 +147,8 @@ void damage(FuzzedDataProvider& in, const Setup& s) {
           case 2: meta.erase(field); break;
           default: meta[field] = nullptr; break;
         }
-        std::ofstream(e42 / "meta.json", std::ios::trunc) << meta.dump();
+        // Invalid UTF-8 from the input is written as U+FFFD (raw bytes reach meta.json in case 2).
+        std::ofstream(e42 / "meta.json", std::ios::trunc) << meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
         break;
       }
       case 9: {  // leftovers of an interrupted build or discard
