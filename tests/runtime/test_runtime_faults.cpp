@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <string>
 #include <vector>
@@ -103,6 +104,21 @@ examples::ExampleInstance reference_result(int nk = 6) {
   examples::ExampleInstance expected = instance(nk);
   run_reference(program_with_transients().program, expected.arguments());
   return expected;
+}
+
+// Runs `fn`; true if it threw std::bad_alloc (operator new's own error) or a fieldflow::Error other
+// than InternalError (which fails the test).
+bool fails_with_a_typed_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::bad_alloc&) {
+    return true;
+  } catch (const InternalError& e) {
+    ADD_FAILURE() << "internal error: " << e.what();
+  } catch (const Error&) {
+    return true;
+  }
+  return false;
 }
 
 CompileOptions options_for(TransientMemoryMode mode) {
@@ -216,20 +232,14 @@ TEST(RuntimeFaults, OperatorNewFailingInsideCompile) {
   for (long n = 1; n <= total; n = n < 16 ? n + 1 : n + n / 4) {
     SCOPED_TRACE("operator new fails on call " + std::to_string(n) + " of " + std::to_string(total));
     new_countdown = n;
-    try {
+    failures += fails_with_a_typed_error([&] {
       CompiledProgram compiled = compile(program, options_for(TransientMemoryMode::pool));
       new_countdown = 0;
       // The fault hit a path that handled it (or none): what was compiled must still be right.
       examples::ExampleInstance args = instance();
       compiled(args.arguments());
       expect_outputs_equal(args, expected, "compiled despite the fault");
-    } catch (const std::bad_alloc&) {
-      ++failures;
-    } catch (const InternalError& e) {
-      ADD_FAILURE() << "internal error: " << e.what();
-    } catch (const Error&) {
-      ++failures;
-    }
+    });
     new_countdown = 0;
     CompiledProgram again = compile(program, options_for(TransientMemoryMode::pool));
     examples::ExampleInstance args = instance();
@@ -263,15 +273,7 @@ TEST(RuntimeFaults, OperatorNewFailingInsideTheFirstCall) {
       examples::ExampleInstance args = instance(), untouched = instance();
       Arguments arguments = args.arguments();
       new_countdown = n;
-      try {
-        program(arguments);
-      } catch (const std::bad_alloc&) {
-        ++failures;
-      } catch (const InternalError& e) {
-        ADD_FAILURE() << "internal error: " << e.what();
-      } catch (const Error&) {
-        ++failures;
-      }
+      failures += fails_with_a_typed_error([&] { program(arguments); });
       const bool failed = new_countdown == 0;
       new_countdown = 0;
       if (failed) expect_outputs_equal(args, untouched, "after the failed call");

@@ -666,6 +666,35 @@ TEST_F(CacheHardeningTest, RelativeCachePathStartingWithADashIsNotACompilerOptio
 }
 
 
+// Found by fuzz_cache_dir: a folder in place of meta.json made list() throw std::ios_base::failure
+// from inside the JSON parser; a non-string name or bytes that are not UTF-8 made list() and show()
+// throw nlohmann's type_error. All are damaged entries: listed with a problem, rebuilt when looked up.
+TEST_F(CacheHardeningTest, DamagedMetadataIsListedShownAndRebuiltNeverThrownRaw) {
+  ModuleCache cache(cache_dir_);
+  const CacheEntry built = cache.get_or_build("answer", kAnswer42, config_, "");
+  const fs::path meta = built.path.parent_path() / "meta.json";
+  const std::string damaged[] = {"", "{\"name\": 7, \"created\": [1], \"key\": \"" + built.key + "\"}",
+                                 "{\"name\": \"\xff\xfe\", \"key\": \"\xe5\"}"};
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    fs::remove_all(meta);
+    if (variant == 0) fs::create_directory(meta);
+    else std::ofstream(meta, std::ios::binary) << damaged[variant];
+    std::vector<CacheListing> listing;
+    EXPECT_NO_THROW(listing = cache.list());
+    ASSERT_EQ(listing.size(), 1u);
+    EXPECT_NE(listing[0].problem, "");
+    try {
+      (void)cache.show(built.key);  // a CacheError or the damaged text, never another exception
+    } catch (const CacheError&) {
+    }
+    LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, config_, "");
+    EXPECT_FALSE(loaded.entry.was_hit);
+    EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+    EXPECT_FALSE(read_text(meta).empty());  // the rebuilt entry's own metadata
+  }
+}
+
 // ---- (9) fault injection: the compiler and the cache folder fail, then recover -------------------
 // Each fault gives a typed error, leaves the cache consistent (nothing half-built published, no
 // temporaries left behind) and the next attempt after the fault clears succeeds. The truncated

@@ -230,6 +230,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::map<std::string, std::unique_ptr<GuardedView>> views;
   std::vector<std::unique_ptr<TableCopy>> tables;
   std::vector<ff::Field*> compared;  // compiled side
+  std::vector<std::unique_ptr<unsigned char[]>> reference_buffers;
   std::vector<ff::Field> reference_fields;
   reference_fields.reserve(base.fields.size());
   ff::Arguments compiled_args, reference_args;
@@ -242,7 +243,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         f = &*view->field;
         views[name] = std::move(view);
       }
-      reference_fields.push_back(f->clone());
+      // The reference sees the same strides (a copy of the view's buffer), not a dense clone:
+      // a stride-0 output must be refused by both.
+      if (auto found = views.find(name); found != views.end() && f == &*found->second->field) {
+        GuardedView& v = *found->second;
+        reference_buffers.emplace_back(new unsigned char[v.span + 2 * kGuardBytes]);
+        std::memcpy(reference_buffers.back().get(), v.buffer.get(), v.span + 2 * kGuardBytes);
+        reference_fields.push_back(ff::Field::view(reference_buffers.back().get() + kGuardBytes, f->dims(), f->dtype(),
+                                                   f->shape(), f->strides(), f->origin()));
+      } else {
+        reference_fields.push_back(f->clone());
+      }
       compiled_args.field(name, *f);
       reference_args.field(name, reference_fields.back());
       compared.push_back(f);
