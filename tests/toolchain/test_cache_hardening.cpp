@@ -725,26 +725,34 @@ TEST_F(CacheHardeningTest, CompilerMissingThenInstalled) {
   expect_consistent(cache);
 }
 
-TEST_F(CacheHardeningTest, CompilerFailingThenWorking) {
-  const fs::path broken = dir_ / "broken";
-  std::ofstream(broken) << "";
-  const CompilerConfig flaky = fake_compiler(
-      "flaky-cxx", "if [ -e '" + broken.string() + "' ]; then echo 'internal compiler error: injected' >&2; exit 1; fi\n"
-                   "cp '" + prebuilt().string() + "' \"$out\"");
-  ModuleCache cache(cache_dir_);
+// `config` is a fake compiler that fails while the file `armed` exists and otherwise copies the
+// prebuilt module: the lookup must fail with a CompileError containing `expected`, publish
+// nothing, leave no temporaries, and succeed once the file is removed.
+void expect_compiler_fault_then_recovery(const fs::path& armed, const CompilerConfig& config, const std::string& expected,
+                                         const fs::path& cache_dir) {
+  ModuleCache cache(cache_dir);
   try {
-    cache.get_or_load("answer", kAnswer42, flaky, "");
+    cache.get_or_load("answer", kAnswer42, config, "");
     FAIL() << "expected a CompileError";
   } catch (const CompileError& e) {
-    EXPECT_NE(std::string(e.what()).find("internal compiler error: injected"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
   expect_consistent(cache);
   EXPECT_TRUE(cache.list().empty());
-  fs::remove(broken);
-  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, flaky, "");
+  fs::remove(armed);
+  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, config, "");
   EXPECT_FALSE(loaded.entry.was_hit);
   EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
   expect_consistent(cache);
+}
+
+TEST_F(CacheHardeningTest, CompilerFailingThenWorking) {
+  const fs::path armed = dir_ / "armed";
+  std::ofstream(armed) << "";
+  const CompilerConfig flaky = fake_compiler(
+      "flaky-cxx", "if [ -e '" + armed.string() + "' ]; then echo 'internal compiler error: injected' >&2; exit 1; fi\n"
+                   "cp '" + prebuilt().string() + "' \"$out\"");
+  expect_compiler_fault_then_recovery(armed, flaky, "internal compiler error: injected", cache_dir_);
 }
 
 TEST_F(CacheHardeningTest, CompilerKilledMidCompile) {
@@ -755,19 +763,7 @@ TEST_F(CacheHardeningTest, CompilerKilledMidCompile) {
       "killed-cxx", "head -c 2000 '" + prebuilt().string() + "' > \"$out\"\n"
                     "if [ -e '" + armed.string() + "' ]; then kill -9 $$; fi\n"
                     "cp '" + prebuilt().string() + "' \"$out\"");
-  ModuleCache cache(cache_dir_);
-  try {
-    cache.get_or_load("answer", kAnswer42, killed, "");
-    FAIL() << "expected a CompileError";
-  } catch (const CompileError& e) {
-    EXPECT_NE(std::string(e.what()).find("killed by signal 9"), std::string::npos) << e.what();
-  }
-  expect_consistent(cache);
-  EXPECT_TRUE(cache.list().empty());
-  fs::remove(armed);
-  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, killed, "");
-  EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
-  expect_consistent(cache);
+  expect_compiler_fault_then_recovery(armed, killed, "killed by signal 9", cache_dir_);
 }
 
 TEST_F(CacheHardeningTest, CacheFolderDeletedBetweenCompileAndLoad) {
