@@ -500,8 +500,27 @@ Expr index(const Dimension& d) {
   return Expr(e);
 }
 
+namespace {
+// Values of a tuple type, nested tuples' elements included.
+std::size_t tuple_values(const Type& t) {
+  if (!t.is_tuple()) return 1;
+  std::size_t n = 0;
+  for (const Type& e : t.elements) n += tuple_values(e);
+  return n;
+}
+// Tuples nested in tuples multiply: without a bound, a few dozen make_tuple calls build a type
+// (and messages naming it) of billions of values. Real programs use a handful.
+constexpr std::size_t kMaxTupleValues = 64;
+}  // namespace
+
 Expr make_tuple(std::vector<Expr> elements) {
   if (elements.empty()) throw DTypeError("make_tuple: expected at least one element, given none");
+  std::size_t values = 0;
+  for (const auto& x : elements) values += tuple_values(x.type());
+  if (values > kMaxTupleValues) {
+    throw DTypeError(fmt::format("make_tuple: expected a tuple of at most {} values (nested tuples' elements "
+                                 "counted), given {}", kMaxTupleValues, values));
+  }
   Type t;
   std::vector<ExprPtr> args;
   for (const auto& x : elements) {

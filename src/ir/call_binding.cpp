@@ -1,6 +1,7 @@
 #include "ir/call_binding.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <limits>
 
 #include "fieldflow/errors.h"
@@ -126,6 +127,18 @@ std::vector<ConcreteRange> evaluate_domain(const Domain& d, const std::map<std::
   std::vector<ConcreteRange> out;
   for (const auto& r : d) out.push_back({r.dim, r.lo.evaluate(sizes), r.hi.evaluate(sizes)});
   return out;
+}
+
+void check_output_elements_distinct(const Program& p, const std::string& output, const Field& f) {
+  if (!f.elements_distinct())
+    throw ArgumentError(fmt::format("program '{}': output '{}' ({}) has strides [{}] under which several indices "
+                                    "share an element; an output needs distinct elements", p.name, output,
+                                    f.describe(), fmt::join(f.strides(), ", ")));
+}
+
+void check_outputs_distinct(const Program& p, const BoundCall& call) {
+  for (const Stmt& st : p.stmts)
+    for (const auto& out : st.outputs) check_output_elements_distinct(p, out, *call.fields[p.index_of(out)]);
 }
 
 void check_output_domains(const Program& p, const BoundCall& call) {

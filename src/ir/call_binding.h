@@ -33,6 +33,11 @@ std::vector<ConcreteRange> evaluate_domain(const Domain& d, const std::map<std::
 // Every statement's domain lies inside each of its outputs (DomainError otherwise).
 void check_output_domains(const Program& p, const BoundCall& call);
 
+// Every output's elements are distinct (no stride 0, no strides under which indices meet):
+// ArgumentError naming the output and its strides otherwise.
+void check_output_elements_distinct(const Program& p, const std::string& output, const Field& f);
+void check_outputs_distinct(const Program& p, const BoundCall& call);
+
 // Full check of one neighbour table against its declared connectivity.
 void check_table(const Program& p, const Param& param, const NeighborTable& t, bool check_indices);
 

@@ -122,7 +122,8 @@ SymExpr combine(SymExpr a, const SymExpr& b, std::int64_t sign) {
   a.ops.insert(b.ops.begin(), b.ops.end());
   a.constant += sign * b.constant;
   for (const auto& [name, k] : b.terms) {
-    auto it = std::find_if(a.terms.begin(), a.terms.end(), [&](auto& t) { return t.first == name; });
+    // Lambdas capture a copy of the binding's reference: clang before 16 cannot capture structured bindings.
+    auto it = std::find_if(a.terms.begin(), a.terms.end(), [&term = name](auto& t) { return t.first == term; });
     if (it == a.terms.end()) a.terms.push_back({name, sign * k});
     else it->second += sign * k;
   }

@@ -381,6 +381,8 @@ void run_reference(const ir::Program& program, const Arguments& args) {
   ir::verify(program);
   const ir::BoundCall call = ir::bind_arguments(program, args);
   ir::check_output_domains(program, call);
+  // As the compiled runtime does: an output written through stride 0 would have no defined value.
+  ir::check_outputs_distinct(program, call);
   // Outputs are computed into copies; the originals change only after every statement succeeded.
   std::vector<Field*> work = call.fields;
   std::vector<Field> copies;

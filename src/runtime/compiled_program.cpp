@@ -63,10 +63,7 @@ void check_output_aliasing(const ir::Program& p, const std::vector<Field*>& fiel
     for (const auto& out : st.outputs) {
       const int o = p.index_of(out);
       const Field& of = *fields[o];
-      if (strides_changed && !of.elements_distinct())
-        throw ArgumentError(fmt::format("program '{}': output '{}' ({}) has strides [{}] under which several indices "
-                                        "share an element; an output needs distinct elements", p.name, out,
-                                        of.describe(), fmt::join(of.strides(), ", ")));
+      if (strides_changed) ir::check_output_elements_distinct(p, out, of);
       const auto* ob = static_cast<const std::byte*>(of.data());
       for (std::size_t i = 0; i < fields.size(); ++i) {
         if (static_cast<int>(i) == o || !fields[i]) continue;

@@ -19,9 +19,11 @@
 #include "fieldflow/errors.h"
 #include "toolchain/secure_fs.h"
 
-// Both are defined for this file by the top-level CMakeLists.txt.
-#if !defined(FIELDFLOW_SOURCE_INCLUDE_DIR) || !defined(FIELDFLOW_INSTALL_INCLUDE_DIR)
-#error "FIELDFLOW_SOURCE_INCLUDE_DIR and FIELDFLOW_INSTALL_INCLUDE_DIR must be defined"
+// Defined for this file only: the paths by the top-level CMakeLists.txt, the module sanitizers by
+// src/toolchain/CMakeLists.txt.
+#if !defined(FIELDFLOW_SOURCE_INCLUDE_DIR) || !defined(FIELDFLOW_INSTALL_INCLUDE_DIR) || \
+    !defined(FIELDFLOW_JIT_SANITIZE)
+#error "FIELDFLOW_SOURCE_INCLUDE_DIR, FIELDFLOW_INSTALL_INCLUDE_DIR and FIELDFLOW_JIT_SANITIZE must be defined"
 #endif
 
 extern char** environ;
@@ -206,6 +208,12 @@ CompilerConfig default_compiler_config(bool openmp) {
                   // reductions); values are unchanged, we never enable floating-point traps.
                   "-fno-trapping-math"};
   if (openmp) config.flags.emplace_back("-fopenmp");
+  // A sanitized library compiles sanitized modules: their out-of-bounds writes, leaks and undefined
+  // behaviour are then reported like the library's own. The flags are part of the cache key.
+  if (const std::string_view sanitizers = FIELDFLOW_JIT_SANITIZE; !sanitizers.empty()) {
+    config.flags.push_back(fmt::format("-fsanitize={}", sanitizers));
+    config.flags.emplace_back("-fno-omit-frame-pointer");
+  }
   config.flags.push_back("-I" + jit_include_dir().string());
   return config;
 }

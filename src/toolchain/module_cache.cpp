@@ -102,11 +102,26 @@ std::optional<FileDigest> digest_fd(int fd) {
 }
 
 std::optional<json> read_json(const fs::path& path) {
+  // A folder (or anything but a file) where meta.json should be opens, then fails to read, which
+  // libstdc++ reports by throwing from inside the parser (found by fuzz_cache_dir).
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(path, ec))) return std::nullopt;
   std::ifstream in(path);
   if (!in) return std::nullopt;
-  json value = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  json value;
+  try {
+    value = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  } catch (const std::ios_base::failure&) {
+    return std::nullopt;
+  }
   if (value.is_discarded() || !value.is_object()) return std::nullopt;
   return value;
+}
+
+// A string member of meta.json, or `fallback` when it is missing or not a string.
+std::string string_member(const json& meta, const char* name, const char* fallback) {
+  const auto it = meta.find(name);
+  return it != meta.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
 std::string utc_now_iso8601() {
@@ -649,8 +664,8 @@ std::vector<CacheListing> ModuleCache::list() const {
     if (!is_key(key) || !item.is_directory(type_ec)) continue;
     CacheListing listing{key, "?", directory_size(item.path()), "", ""};
     if (const auto meta = read_json(item.path() / kMetaFile)) {
-      listing.name = meta->value("name", "?");
-      listing.created = meta->value("created", "");
+      listing.name = string_member(*meta, "name", "?");
+      listing.created = string_member(*meta, "created", "");
     }
     listing.problem = folder_problem.empty() ? entry_problem(item.path(), key) : folder_problem;
     listings.push_back(std::move(listing));
@@ -673,7 +688,9 @@ std::string ModuleCache::show(const std::string& key) const {
                                  directory_.string()));
   }
   const std::string problem = entry_problem(entry, key);
-  return fmt::format("{}\nsource: {}\nmodule: {}\n{}", meta->dump(2), (entry / kSourceFile).string(),
+  // Bytes that are not UTF-8 (a damaged file) are shown as U+FFFD instead of making dump() throw.
+  return fmt::format("{}\nsource: {}\nmodule: {}\n{}", meta->dump(2, ' ', false, json::error_handler_t::replace),
+                     (entry / kSourceFile).string(),
                      (entry / kModuleFile).string(), problem.empty() ? "" : "not used: " + problem + "\n");
 }
 

@@ -528,6 +528,26 @@ TEST_F(ExprTypes, ScanNeedsExactlyOneVerticalDimAndAnInit) {
             T(DType::float64, {Edge, e2v.local, K}));
 }
 
+// Found by fuzz_program_builder: tuples of tuples multiply, and 16 levels of make_tuple(t, t, t)
+// built a type of 3^16 values whose error message took minutes. Tuples are bounded at 64 values.
+TEST_F(ExprTypes, NestedTuplesAreBounded) {
+  Expr t = make_tuple({a, b, a, b});
+  t = make_tuple({t, t, t, t});
+  EXPECT_EQ(make_tuple({t, t, t, t}).type().elements.size(), 4u);  // 64 values: allowed
+  const Expr wide = make_tuple({t, t, t, t});
+  EXPECT_ERROR(DTypeError, make_tuple({wide, a}), "at most 64 values", "given 65");
+  Expr deep = a;
+  bool refused = false;
+  for (int level = 0; level < 30 && !refused; ++level) {
+    try {
+      deep = make_tuple({deep, deep, deep});
+    } catch (const DTypeError&) {
+      refused = true;
+    }
+  }
+  EXPECT_TRUE(refused);
+}
+
 TEST_F(ExprTypes, ScanInputsMustBroadcastTogether) {
   ProgramBuilder p("scan_dims");
   Expr ik = p.field("ik", {I, K}, DType::float64);

@@ -52,6 +52,19 @@ TEST_F(CallErrors, GoodArgumentsRun) {
                       [](const Index& x) { return x[0] < 5; }));
 }
 
+// Found by fuzz_call_binding: the reference accepted an output written through stride 0, which
+// the compiled runtime refuses (its value would depend on the order of the writes). Both refuse it.
+TEST_F(CallErrors, OutputWhoseIndicesShareElementsIsRefused) {
+  std::vector<double> memory(6, kSentinel);
+  Field repeated = Field::view(memory.data(), {I, K}, DType::float64, {6, 3}, {1, 0});
+  EXPECT_ERROR(ArgumentError,
+               run_reference(program, Arguments().field("a", a_).scalar("s", 2.0).scalar("nx", 6).field("out", repeated)
+                                          .field("out2", out2_)),
+               "program 'prog'", "output 'out'", "strides [1, 0]", "distinct elements");
+  for (double v : memory) EXPECT_EQ(v, kSentinel);
+  EXPECT_TRUE(untouched());
+}
+
 TEST_F(CallErrors, MissingArgument) {
   EXPECT_ERROR(ArgumentError,
                run_program(program, Arguments().field("a", a_).scalar("nx", 6).field("out", out_).field("out2", out2_)),

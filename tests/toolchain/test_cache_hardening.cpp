@@ -665,5 +665,142 @@ TEST_F(CacheHardeningTest, RelativeCachePathStartingWithADashIsNotACompilerOptio
   EXPECT_EQ(call_answer(dir_ / "-answer.so"), 42);
 }
 
+
+// Found by fuzz_cache_dir: a folder in place of meta.json made list() throw std::ios_base::failure
+// from inside the JSON parser; a non-string name or bytes that are not UTF-8 made list() and show()
+// throw nlohmann's type_error. All are damaged entries: listed with a problem, rebuilt when looked up.
+TEST_F(CacheHardeningTest, DamagedMetadataIsListedShownAndRebuiltNeverThrownRaw) {
+  ModuleCache cache(cache_dir_);
+  const CacheEntry built = cache.get_or_build("answer", kAnswer42, config_, "");
+  const fs::path meta = built.path.parent_path() / "meta.json";
+  const std::string damaged[] = {"", "{\"name\": 7, \"created\": [1], \"key\": \"" + built.key + "\"}",
+                                 "{\"name\": \"\xff\xfe\", \"key\": \"\xe5\"}"};
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    fs::remove_all(meta);
+    if (variant == 0) fs::create_directory(meta);
+    else std::ofstream(meta, std::ios::binary) << damaged[variant];
+    std::vector<CacheListing> listing;
+    EXPECT_NO_THROW(listing = cache.list());
+    ASSERT_EQ(listing.size(), 1u);
+    EXPECT_NE(listing[0].problem, "");
+    try {
+      (void)cache.show(built.key);  // a CacheError or the damaged text, never another exception
+    } catch (const CacheError&) {
+    }
+    LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, config_, "");
+    EXPECT_FALSE(loaded.entry.was_hit);
+    EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+    EXPECT_FALSE(read_text(meta).empty());  // the rebuilt entry's own metadata
+  }
+}
+
+// ---- (9) fault injection: the compiler and the cache folder fail, then recover -------------------
+// Each fault gives a typed error, leaves the cache consistent (nothing half-built published, no
+// temporaries left behind) and the next attempt after the fault clears succeeds. The truncated
+// module after publish, dlopen failing, a read-only and a full cache folder are the tests above.
+
+// Nothing of a build in progress is left, and every published entry is usable.
+void expect_consistent(const ModuleCache& cache) {
+  std::error_code ec;
+  if (fs::is_directory(cache.directory(), ec)) {
+    for (const auto& item : fs::directory_iterator(cache.directory())) {
+      const std::string name = item.path().filename().string();
+      EXPECT_FALSE(name.starts_with("tmp-") || name.starts_with("stale-")) << "left behind: " << name;
+    }
+  }
+  for (const CacheListing& entry : cache.list()) EXPECT_EQ(entry.problem, "") << entry.key;
+}
+
+TEST_F(CacheHardeningTest, CompilerMissingThenInstalled) {
+  ModuleCache cache(cache_dir_);
+  CompilerConfig config = config_;
+  config.cxx = (dir_ / "later-cxx").string();
+  EXPECT_THROW(cache.get_or_load("answer", kAnswer42, config, ""), CompileError);
+  expect_consistent(cache);
+  EXPECT_TRUE(cache.list().empty());
+  config = fake_compiler("later-cxx", "cp '" + prebuilt().string() + "' \"$out\"");
+  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, config, "");
+  EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+  expect_consistent(cache);
+}
+
+// `config` is a fake compiler that fails while the file `armed` exists and otherwise copies the
+// prebuilt module: the lookup must fail with a CompileError containing `expected`, publish
+// nothing, leave no temporaries, and succeed once the file is removed.
+void expect_compiler_fault_then_recovery(const fs::path& armed, const CompilerConfig& config, const std::string& expected,
+                                         const fs::path& cache_dir) {
+  ModuleCache cache(cache_dir);
+  try {
+    cache.get_or_load("answer", kAnswer42, config, "");
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  expect_consistent(cache);
+  EXPECT_TRUE(cache.list().empty());
+  fs::remove(armed);
+  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, config, "");
+  EXPECT_FALSE(loaded.entry.was_hit);
+  EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+  expect_consistent(cache);
+}
+
+TEST_F(CacheHardeningTest, CompilerFailingThenWorking) {
+  const fs::path armed = dir_ / "armed";
+  std::ofstream(armed) << "";
+  const CompilerConfig flaky = fake_compiler(
+      "flaky-cxx", "if [ -e '" + armed.string() + "' ]; then echo 'internal compiler error: injected' >&2; exit 1; fi\n"
+                   "cp '" + prebuilt().string() + "' \"$out\"");
+  expect_compiler_fault_then_recovery(armed, flaky, "internal compiler error: injected", cache_dir_);
+}
+
+TEST_F(CacheHardeningTest, CompilerKilledMidCompile) {
+  const fs::path armed = dir_ / "armed";
+  std::ofstream(armed) << "";
+  // Half a module written, then the compiler dies (the OOM killer, a user's kill -9).
+  const CompilerConfig killed = fake_compiler(
+      "killed-cxx", "head -c 2000 '" + prebuilt().string() + "' > \"$out\"\n"
+                    "if [ -e '" + armed.string() + "' ]; then kill -9 $$; fi\n"
+                    "cp '" + prebuilt().string() + "' \"$out\"");
+  expect_compiler_fault_then_recovery(armed, killed, "killed by signal 9", cache_dir_);
+}
+
+TEST_F(CacheHardeningTest, CacheFolderDeletedBetweenCompileAndLoad) {
+  ModuleCache cache(cache_dir_);
+  const CacheEntry built = cache.get_or_build("answer", kAnswer42, config_, "");
+  fs::remove_all(cache_dir_);
+  // The caller that loads the returned path itself gets a typed error...
+  EXPECT_THROW(LoadedModule{built.path}, CompileError);
+  // ...and get_or_load, which looks up and loads in one step, rebuilds.
+  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, config_, "");
+  EXPECT_FALSE(loaded.entry.was_hit);
+  EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+  expect_consistent(cache);
+}
+
+TEST_F(CacheHardeningTest, CacheFolderDeletedWhileCompiling) {
+  // The folder (with the build's temporary folder in it) disappears while the compiler runs.
+  const fs::path armed = dir_ / "armed";
+  std::ofstream(armed) << "";
+  const CompilerConfig deleting = fake_compiler(
+      "deleting-cxx", "cp '" + prebuilt().string() + "' \"$out\"\n"
+                      "if [ -e '" + armed.string() + "' ]; then rm -rf '" + cache_dir_.string() + "'; fi");
+  ModuleCache cache(cache_dir_);
+  try {
+    LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, deleting, "");
+    EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+  } catch (const InternalError& e) {
+    FAIL() << e.what();
+  } catch (const Error& e) {
+    RecordProperty("error", e.what());  // typed: fine
+  }
+  expect_consistent(cache);
+  fs::remove(armed);
+  LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, deleting, "");
+  EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+  expect_consistent(cache);
+}
+
 }  // namespace
 }  // namespace fieldflow::toolchain

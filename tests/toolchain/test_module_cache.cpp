@@ -91,6 +91,39 @@ TEST(CompilerConfigTest, DefaultFlagsAreExactAndNeverFastMath) {
   EXPECT_TRUE(fs::exists(fs::path(include_flag->substr(2)) / "fieldflow" / "errors.h")) << *include_flag;
 }
 
+// A library built with AddressSanitizer (CMake FIELDFLOW_SANITIZE) compiles generated modules with
+// it too (and UBSan; never TSan, see CMakeLists.txt): an out-of-bounds read in a module is then reported like one in the library. The
+// flags are in CompilerConfig::flags, hence in the cache key: instrumented and plain modules of
+// the same source are different entries.
+TEST(CompilerConfigTest, SanitizedLibraryCompilesSanitizedModules) {
+  const CompilerConfig config = default_compiler_config(false);
+  const auto sanitize = std::find_if(config.flags.begin(), config.flags.end(),
+                                     [](const std::string& f) { return f.starts_with("-fsanitize="); });
+#if defined(__SANITIZE_ADDRESS__)
+  ASSERT_NE(sanitize, config.flags.end());
+  EXPECT_NE(sanitize->find("address"), std::string::npos) << *sanitize;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("fieldflow-test-sanitized-{}", getpid());
+  fs::create_directories(dir);
+  std::ofstream(dir / "overflow.cpp") << "extern \"C\" int read_past(int i) {\n"
+                                         "  int* p = new int[4]{1, 2, 3, 4};\n  const int v = p[i];\n"
+                                         "  delete[] p;\n  return v;\n}\n";
+  compile_shared_object(dir / "overflow.cpp", dir / "overflow.so", config);
+  {
+    LoadedModule module(dir / "overflow.so");
+    auto* read_past = reinterpret_cast<int (*)(int)>(module.symbol("read_past"));
+    EXPECT_EQ(read_past(3), 4);
+    EXPECT_DEATH(read_past(4), "heap-buffer-overflow");
+  }
+  fs::remove_all(dir);
+  CompilerConfig plain = config;
+  plain.flags.erase(plain.flags.begin() + (sanitize - config.flags.begin()));
+  ModuleCache cache(fs::temp_directory_path() / "fieldflow-test-unused");
+  EXPECT_NE(cache.key_for("int x;", config, ""), cache.key_for("int x;", plain, ""));
+#else
+  EXPECT_EQ(sanitize, config.flags.end()) << (sanitize != config.flags.end() ? *sanitize : "");
+#endif
+}
+
 TEST(CompilerConfigTest, EnvironmentChoosesCompilerAndIncludeDir) {
   {
     ScopedEnv ff("FIELDFLOW_CXX", "my-ff-cxx");
