@@ -73,6 +73,26 @@ void check_table(const Program& p, const Param& prm, const NeighborTable& t, boo
     }
 }
 
+namespace {
+// Every table names the sizes of its two locations; all tables of a call must agree on them (a
+// location's size sizes the transients over it and bounds the generated loops).
+void check_location_sizes_agree(const Program& p, const BoundCall& call) {
+  std::map<std::string, std::pair<std::int64_t, std::string>> seen;  // location -> (size, table)
+  for (std::size_t i = 0; i < p.params.size(); ++i) {
+    if (p.params[i].kind != ParamKind::connectivity) continue;
+    const Connectivity& c = p.params[i].conn;
+    const NeighborTable& t = *call.tables[i];
+    for (const auto& [dim, n] : {std::pair{c.source, t.n_source}, std::pair{c.target, t.n_target}}) {
+      auto [it, fresh] = seen.emplace(dim.name, std::pair{n, c.name});
+      if (!fresh && it->second.first != n)
+        throw ConnectivityError(fmt::format("program '{}': connectivity '{}' says {} has {} elements, but "
+                                            "connectivity '{}' says {}", p.name, c.name, dim.name, n,
+                                            it->second.second, it->second.first));
+    }
+  }
+}
+}  // namespace
+
 BoundCall bind_arguments(const Program& p, const Arguments& args, bool check_table_indices) {
   BoundCall call;
   const std::size_t n = p.params.size();
@@ -120,6 +140,7 @@ BoundCall bind_arguments(const Program& p, const Arguments& args, bool check_tab
         break;
     }
   }
+  check_location_sizes_agree(p, call);
   return call;
 }
 

@@ -46,11 +46,7 @@ void add_location_sizes(const ir::Program& p, const std::vector<const NeighborTa
     const Connectivity& c = p.params[i].conn;
     const NeighborTable& t = *tables[i];
     for (const auto& [dim, n] : {std::pair{c.source, t.n_source}, std::pair{c.target, t.n_target}}) {
-      const std::string key = ir::location_size_symbol(dim);
-      auto [it, fresh] = sizes.emplace(key, n);
-      if (!fresh && it->second != n)
-        throw ConnectivityError(fmt::format("program '{}': connectivity '{}' says {} has {} elements, but another "
-                                            "table says {}", p.name, c.name, dim.name, n, it->second));
+      sizes.emplace(ir::location_size_symbol(dim), n);  // tables agree: ir::bind_arguments checked it
     }
   }
 }

@@ -323,6 +323,25 @@ TEST_F(TableErrors, TableShorterThanTheDomain) {
   EXPECT_TRUE(untouched());
 }
 
+// Found by fuzz_call_binding: the reference accepted tables that disagree on a location's size,
+// which compiled code refused; both now refuse them in the shared binding.
+TEST_F(TableErrors, TablesDisagreeingOnALocationSize) {
+  const Connectivity E2Vb = make_connectivity("E2Vb", Edge, Vertex, 2);
+  ProgramBuilder pb("two_tables");
+  Expr fv = pb.field("fv", {Vertex}, DType::float64);
+  Expr out = pb.field("out", {Edge}, DType::float64);
+  pb.call("edge_sums", neighbor_sum(fv(E2V), E2V) + neighbor_sum(fv(E2Vb), E2Vb), {out},
+          {{Edge, 0, static_cast<int>(mesh.n_edges)}});
+  const ir::Program two = pb.build();
+  const Mesh other = make_torus_mesh(4, 4);
+  EXPECT_ERROR(ConnectivityError,
+               run_program(two, Arguments().field("fv", fv_).field("out", out_).connectivity("E2V", mesh.table("E2V"))
+                                    .connectivity("E2Vb", other.table("E2V"))),
+               "program 'two_tables'", "connectivity 'E2Vb' says Edge has " + std::to_string(other.n_edges),
+               "connectivity 'E2V' says " + std::to_string(mesh.n_edges));
+  EXPECT_TRUE(untouched());
+}
+
 TEST_F(TableErrors, NeighbourIndexBeyondTheFieldExtent) {
   // A valid table (indices < n_target) but a vertex field smaller than the mesh.
   Field small({Vertex}, DType::float64, {mesh.n_vertices - 1});
