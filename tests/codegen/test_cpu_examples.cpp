@@ -4,6 +4,7 @@
 
 #include "fieldflow/examples.h"
 #include "support/backend_harness.h"
+#include "support/example_cases.h"
 
 namespace fieldflow {
 namespace {

@@ -13,6 +13,7 @@
 #include "fieldflow/device_errors.h"
 #include "fieldflow/examples.h"
 #include "support/backend_harness.h"
+#include "support/example_cases.h"
 #include "support/cuda_harness.h"
 #ifdef FIELDFLOW_WITH_CUDA
 #include "runtime/cuda/cuda_device.h"

@@ -14,7 +14,6 @@
 
 #include "fieldflow/compile.h"
 #include "fieldflow/errors.h"
-#include "fieldflow/examples.h"
 #include "fieldflow/reference.h"
 
 namespace fieldflow::testing_support {
@@ -38,21 +37,6 @@ inline CompileOptions cpu_options(Layout layout = Layout::vertical_fastest) {
   o.backend = Backend::cpu;
   o.layout = layout;
   return o;
-}
-
-// One built-in program in one layout: the parameter of the per-example backend tests.
-struct ExampleCase {
-  std::string name;
-  Layout layout;
-};
-inline std::vector<ExampleCase> all_example_cases() {
-  std::vector<ExampleCase> cases;
-  for (const auto& ex : examples::all_examples())
-    for (Layout l : {Layout::vertical_fastest, Layout::horizontal_fastest}) cases.push_back({ex.name, l});
-  return cases;
-}
-inline std::string example_case_name(const ::testing::TestParamInfo<ExampleCase>& i) {
-  return i.param.name + "_" + std::string(to_string(i.param.layout));
 }
 
 // Pairs of (the caller's field, its copy), in argument order.
