@@ -6,7 +6,24 @@
  * one per transient, tables and scalars by parameter index, and each kernel's loop box. */
 #ifndef FIELDFLOW_ABI_H
 #define FIELDFLOW_ABI_H
+#if defined(__CUDACC_RTC__)
+/* NVRTC (CUDA modules) has no C library headers. The widths are those of every CUDA platform;
+ * only the sizes matter to the structs' layout, which the host compiles with the real types. */
+typedef int int32_t;
+typedef long long int64_t;
+namespace std {
+typedef ::int32_t int32_t;
+typedef ::int64_t int64_t;
+}
+#else
 #include <stdint.h>
+#endif
+/* The scalar helpers below run in CUDA kernels too (codegen/cuda). */
+#if defined(__CUDACC__)
+#define FF_HD __host__ __device__
+#else
+#define FF_HD
+#endif
 
 #define FF_ABI_VERSION 4
 #define FF_MAX_DIMS 8
@@ -49,13 +66,15 @@ typedef struct ff_call {
 } ff_call;
 
 #ifdef __cplusplus
+#if !defined(__CUDACC_RTC__)
 #include <cmath>
+#endif
 /* Scalar semantics shared by the reference executor and generated code, so both compute the
  * same bits: integer division by zero is 0 (no trap inside a model's time loop), negation wraps,
  * minimum/maximum are std::min/std::max (the second operand wins only if strictly smaller/larger,
  * the form compilers turn into min/max instructions). */
 namespace fieldflow::abi {
-template <class T> inline T ff_div(T a, T b) {
+template <class T> FF_HD inline T ff_div(T a, T b) {
   if constexpr (static_cast<T>(0.5) == 0) {  // integers
     if (b == 0) return 0;
     if (b == -1) return static_cast<T>(0 - static_cast<unsigned long long>(a));
@@ -64,16 +83,16 @@ template <class T> inline T ff_div(T a, T b) {
     return a / b;
   }
 }
-template <class T> inline T ff_neg(T a) {
+template <class T> FF_HD inline T ff_neg(T a) {
   if constexpr (static_cast<T>(0.5) == 0) return static_cast<T>(0 - static_cast<unsigned long long>(a));
   else return -a;
 }
-template <class T> inline T ff_min(T a, T b) { return b < a ? b : a; }
-template <class T> inline T ff_max(T a, T b) { return a < b ? b : a; }
-template <class T> inline T ff_iabs(T a) { return a < 0 ? ff_neg(a) : a; } /* integers; floats use std::abs */
+template <class T> FF_HD inline T ff_min(T a, T b) { return b < a ? b : a; }
+template <class T> FF_HD inline T ff_max(T a, T b) { return a < b ? b : a; }
+template <class T> FF_HD inline T ff_iabs(T a) { return a < 0 ? ff_neg(a) : a; } /* integers; floats use std::abs */
 /* Float to integer (astype): truncation toward zero; NaN gives 0 and values beyond the integer
  * type's range saturate, where a plain cast would be undefined behaviour. */
-template <class I, class F> inline I ff_to_int(F x) {
+template <class I, class F> FF_HD inline I ff_to_int(F x) {
   constexpr I lowest = static_cast<I>(static_cast<unsigned long long>(1) << (8 * sizeof(I) - 1));
   constexpr I highest = static_cast<I>(-(lowest + 1));
   constexpr F bound = -static_cast<F>(lowest); /* 2^(bits - 1): exact in float and double */
@@ -85,8 +104,8 @@ template <class I, class F> inline I ff_to_int(F x) {
 /* Hides an integer from the optimizer. Compilers fold (double)(int)x into a truncation of x, which
  * keeps the sign of -0.25 where the round trip through the integer gives +0; generated code wraps
  * the integer of such a round trip (only there: it stops vectorisation of the loop around it). */
-template <class T> inline T ff_opaque(T v) {
-#if defined(__GNUC__)
+template <class T> FF_HD inline T ff_opaque(T v) {
+#if defined(__GNUC__) && !defined(__CUDA_ARCH__)
   __asm__("" : "+r"(v));
 #endif
   return v;
@@ -94,18 +113,22 @@ template <class T> inline T ff_opaque(T v) {
 /* std::pow with the exponent hidden from constant folding: compilers turn pow(x, 2.0) into x * x
  * and pow(x, 0.5) into sqrt(x), which differ from pow (the reference) by an ulp for some x. pow is
  * a library call either way, so the barrier costs nothing measurable. */
-template <class T> inline T ff_pow(T a, T b) {
+template <class T> FF_HD inline T ff_pow(T a, T b) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<T>(::pow(a, b)); /* CUDA's pow: not the host's libm, see docs/cuda.md */
+#else
 #if defined(__GNUC__)
   __asm__("" : "+m"(b));
 #endif
   return static_cast<T>(std::pow(a, b));
+#endif
 }
 /* The argument of a libm call (exp, sin, tanh, ...), hidden from the optimizer: GCC folds such calls
  * on constants exactly (MPFR), where libm may be an ulp off, and rewrites some compositions even
  * without -ffast-math (sin(atan(x)) becomes x / sqrt(x * x + 1)). The reference calls libm on each
  * value, so generated code must too. These calls are not vectorised anyway; the barrier is free. */
-template <class T> inline T ff_libm_arg(T v) {
-#if defined(__GNUC__)
+template <class T> FF_HD inline T ff_libm_arg(T v) {
+#if defined(__GNUC__) && !defined(__CUDA_ARCH__)
   __asm__("" : "+m"(v));
 #endif
   return v;
@@ -114,13 +137,13 @@ template <class T> inline T ff_libm_arg(T v) {
  * minus infinity and the remainder has the sign of the divisor, so a == b * (a // b) + a % b. By
  * zero both give 0, like ff_div; INT_MIN // -1 wraps to INT_MIN and INT_MIN % -1 is 0 (C++'s own
  * INT_MIN % -1 is undefined, hence the early return). */
-template <class T> inline T ff_floordiv(T a, T b) {
+template <class T> FF_HD inline T ff_floordiv(T a, T b) {
   if (b == 0) return 0;
   if (b == -1) return ff_neg(a);
   const T q = static_cast<T>(a / b), r = static_cast<T>(a % b);
   return (r != 0 && (r < 0) != (b < 0)) ? static_cast<T>(q - 1) : q;
 }
-template <class T> inline T ff_mod(T a, T b) {
+template <class T> FF_HD inline T ff_mod(T a, T b) {
   if (b == 0 || b == -1) return 0;
   const T r = static_cast<T>(a % b);
   return (r != 0 && (r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;
@@ -128,7 +151,7 @@ template <class T> inline T ff_mod(T a, T b) {
 /* Integer power by squaring; overflow wraps (computed in 64-bit unsigned, whose low bits are the
  * wrapped result for int32 too). A negative exponent gives the integer part of 1 / a^-b, as ff_div
  * would: 1 for a == 1, +-1 for a == -1, 0 otherwise (also for a == 0, "division by zero"). */
-template <class T> inline T ff_ipow(T a, T b) {
+template <class T> FF_HD inline T ff_ipow(T a, T b) {
   if (b < 0) return a == 1 ? T(1) : a == -1 ? static_cast<T>((b & 1) ? -1 : 1) : T(0);
   unsigned long long result = 1, base = static_cast<unsigned long long>(a);
   for (unsigned long long e = static_cast<unsigned long long>(b); e != 0; e >>= 1) {

@@ -14,7 +14,9 @@
 
 namespace fieldflow {
 
-enum class Backend : std::uint8_t { reference, cpu };
+// cuda: NVIDIA GPUs (docs/cuda.md). Compiling for it throws BackendUnavailableError when this
+// fieldflow was built without the CUDA toolkit or the machine has no usable device.
+enum class Backend : std::uint8_t { reference, cpu, cuda };
 std::string_view to_string(Backend b);
 Backend parse_backend(std::string_view name);  // throws OptionError
 
@@ -31,6 +33,14 @@ struct CompileOptions {
   // compile time (dead where branches removed), so each set of values is its own module and cache
   // entry. Calls still pass these scalars; a different value is an ArgumentError.
   std::map<std::string, Scalar> static_scalars;
+  // cuda backend (docs/cuda.md). The stream of every launch, copy and stream-ordered allocation of
+  // this instance (a cudaStream_t); null: the instance creates and owns a non-blocking stream
+  // (never the legacy default stream).
+  void* cuda_stream = nullptr;
+  std::string cuda_arch;  // "sm_90", ...; empty: the device's, else sm_90
+  // Bytes fieldflow's own device pool (pool mode) keeps cached instead of returning them to the
+  // driver: the default keeps everything, so steady-state calls make no system allocation.
+  std::uint64_t cuda_pool_release_threshold = UINT64_MAX;
 };
 
 // Size symbols: int scalar parameters by name, and "len(<Location>)" for unstructured dimensions

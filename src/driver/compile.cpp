@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "driver/cpu_build.h"
+#include "driver/cuda_build.h"
 #include "fieldflow/compile.h"
 #include "fieldflow/errors.h"
 #include "passes/fold_static_scalars.h"
@@ -27,6 +28,7 @@ CompiledProgram compile(const ir::Program& program, const CompileOptions& option
     passes::fold_static_scalars(folded, options.static_scalars);
     image.program = folded.program;
   }
+  if (options.backend == Backend::cuda) return driver::compile_cuda(program, options);
   if (options.backend == Backend::cpu) {
     driver::CpuBuild built = driver::build_cpu_source(program, options);
     image.schedule = std::move(built.schedule);

@@ -30,8 +30,8 @@ void check_buffer_dims(const ir::Schedule& s) {
 
 std::string check_options(const ir::Program& program, const CompileOptions& options) {
   (void)options.memory.resolved_mode();
-  if (static_cast<unsigned>(options.backend) > static_cast<unsigned>(Backend::cpu))
-    throw OptionError(fmt::format("program '{}': backend {} is not a backend: expected reference (0) or cpu (1)",
+  if (static_cast<unsigned>(options.backend) > static_cast<unsigned>(Backend::cuda))
+    throw OptionError(fmt::format("program '{}': backend {} is not a backend: expected reference (0), cpu (1) or cuda (2)",
                                   program.name, static_cast<unsigned>(options.backend)));
   if (static_cast<unsigned>(options.layout) > static_cast<unsigned>(Layout::any))
     throw OptionError(fmt::format("program '{}': layout {} is not a layout: expected vertical_fastest (0), "
@@ -59,14 +59,19 @@ std::string check_options(const ir::Program& program, const CompileOptions& opti
   return static_key;
 }
 
-CpuBuild build_cpu_source(const ir::Program& program, const CompileOptions& options, const std::string& symbol_prefix) {
+ir::Schedule lower_for(const ir::Program& program, const CompileOptions& options, Device target) {
   passes::PipelineOptions po;
   po.layout = options.layout;
-  po.target = Device::cpu;
+  po.target = target;
   po.static_scalars = options.static_scalars;
+  ir::Schedule s = passes::lower(program, po);
+  check_buffer_dims(s);
+  return s;
+}
+
+CpuBuild build_cpu_source(const ir::Program& program, const CompileOptions& options, const std::string& symbol_prefix) {
   CpuBuild out;
-  out.schedule = passes::lower(program, po);
-  check_buffer_dims(out.schedule);
+  out.schedule = lower_for(program, options, Device::cpu);
   codegen::CpuCodegenOptions co;
   co.symbol_prefix = symbol_prefix;
   out.source = codegen::generate_cpu_source(out.schedule, co);

@@ -41,7 +41,9 @@ const std::vector<Step>& steps() {
       // Needs the access summaries to see which outputs are read at other points.
       {"break_write_hazards", [](ir::Schedule& s, const PipelineOptions&) { break_write_hazards(s); }},
       // After hazards are broken: the kernel order and every buffer written are final.
-      {"fuse_columns", [](ir::Schedule& s, const PipelineOptions&) { fuse_columns(s); }},
+      // CPU only: a column group runs whole columns per thread with column-local transients; a
+      // GPU thread grid has no such columns (codegen/cuda launches one kernel per schedule kernel).
+      {"fuse_columns", [](ir::Schedule& s, const PipelineOptions& o) { if (o.target == Device::cpu) fuse_columns(s); }},
       // Last structural change is done: live ranges are final.
       {"analyze_lifetimes", [](ir::Schedule& s, const PipelineOptions&) { analyze_lifetimes(s); }},
       {"assign_storage", [](ir::Schedule& s, const PipelineOptions& o) { assign_storage(s, o.target); }},

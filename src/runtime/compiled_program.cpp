@@ -18,12 +18,20 @@
 
 namespace fieldflow {
 
-std::string_view to_string(Backend b) { return b == Backend::reference ? "reference" : "cpu"; }
+std::string_view to_string(Backend b) {
+  switch (b) {
+    case Backend::reference: return "reference";
+    case Backend::cpu: return "cpu";
+    case Backend::cuda: return "cuda";
+  }
+  return "?";
+}
 
 Backend parse_backend(std::string_view name) {
   if (name == "reference") return Backend::reference;
   if (name == "cpu") return Backend::cpu;
-  throw OptionError(fmt::format("unknown backend '{}': expected reference or cpu", name));
+  if (name == "cuda") return Backend::cuda;
+  throw OptionError(fmt::format("unknown backend '{}': expected reference, cpu or cuda", name));
 }
 
 namespace {
@@ -114,7 +122,7 @@ CompiledProgram::Impl::Impl(Image img) : image(std::move(img)) {
   mode = image.options.memory.resolved_mode();
   num_threads = image.options.num_threads > 0 ? image.options.num_threads : omp_get_max_threads();
   memory = std::make_unique<runtime::TransientMemory>(image.program.name, image.options.memory);
-  if (image.entry) {
+  if (compiled()) {
     run = image.entry;
     const std::size_t n = image.program.params.size();
     buffers.assign(n + image.schedule.transients.size(), ff_buffer{});
@@ -127,7 +135,7 @@ CompiledProgram::Impl::Impl(Image img) : image(std::move(img)) {
 
 CompiledProgram::Impl::SizedPlan CompiledProgram::Impl::plan_for(const SizeMap& sz) const {
   SizedPlan out;
-  if (!image.entry) return out;
+  if (!compiled()) return out;
   const ir::Schedule& s = image.schedule;
   out.extents = ir::compute_extents(s, sz);
   const auto bytes = ir::transient_bytes(s, out.extents, num_threads);
@@ -176,6 +184,24 @@ void CompiledProgram::Impl::rebind_field_data() {
       binding.data[i] = f->data();
       buffers[i].data = const_cast<void*>(f->data());
     }
+  if (image.device) describe_host_spans();
+}
+
+void CompiledProgram::Impl::describe_host_spans() {
+  const ir::Program& p = image.program;
+  field_spans.assign(p.params.size(), {});
+  table_spans.assign(p.params.size(), {});
+  std::vector<bool> output(p.params.size(), false);
+  for (const auto& st : p.stmts)
+    for (const auto& name : st.outputs) output[p.index_of(name)] = true;
+  for (std::size_t i = 0; i < p.params.size(); ++i) {
+    if (const Field* f = binding.bound.fields[i]) field_spans[i] = {f->data(), f->span_bytes(), output[i]};
+    if (const NeighborTable* t = binding.bound.tables[i]; t && t->n_source > 0 && t->max_neighbors > 0) {
+      // Owned or a view: the entries from the first to the last one the strides reach.
+      const std::int64_t last = (t->n_source - 1) * t->source_stride() + (t->max_neighbors - 1) * t->neighbor_stride();
+      table_spans[i] = {t->entries(), static_cast<std::size_t>(last + 1) * sizeof(std::int32_t), false};
+    }
+  }
 }
 
 void CompiledProgram::Impl::bind(const Arguments& args) {
@@ -227,6 +253,7 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
   check_reads();
   // Found once per binding, not per call: the fast path allocates nothing.
   checked_outputs = checked_in_kernel_outputs(image.schedule, binding.bound);
+  if (image.device) describe_host_spans();
   binding.valid = true;  // only now: a rejected call must not leave a binding that skips the checks
 }
 
@@ -411,7 +438,7 @@ void CompiledProgram::Impl::call(const Arguments& args) {
     ~ClearCallingThread() { id.store(std::thread::id(), std::memory_order_relaxed); }
   } clear_calling_thread{calling_thread};
   check_static_scalars(image.program, image.options.static_scalars, args);
-  if (!image.entry) {
+  if (!compiled()) {
     auto lease = memory->begin_call({});
     run_reference(image.program, args);
     return;
@@ -425,17 +452,23 @@ void CompiledProgram::Impl::call(const Arguments& args) {
     sized = false;
     throw;
   }
-  auto lease = memory->begin_call(sized_plan.requirements);
+  auto lease = memory->begin_call(sized_plan.requirements, image.device ? image.device->stream() : nullptr);
   const ir::Program& p = image.program;
   const std::size_t np = p.params.size();
-  auto* base = static_cast<std::byte*>(lease.base(Device::cpu));
-  for (std::size_t t = 0; t < transient_offsets.size(); ++t) buffers[np + t].data = base + transient_offsets[t];
+  const ir::Schedule& s = image.schedule;
+  for (std::size_t t = 0; t < transient_offsets.size(); ++t)
+    buffers[np + t].data = static_cast<std::byte*>(lease.base(device_of(s.transients[t].storage))) + transient_offsets[t];
   std::int32_t error = 0;
   const ff_call c{buffers.data(), tables.data(), scalars.data(), domains.data(), &error, num_threads,
                   image.options.parallel_threshold};
-  save_outputs(checked_outputs, saved_outputs);
-  run(&c);
-  if (error) restore_outputs(checked_outputs, saved_outputs);
+  if (image.device) {
+    // Outputs come back only from a call without failed checks: nothing to save or restore.
+    error = image.device->run(c, field_spans, table_spans);
+  } else {
+    save_outputs(checked_outputs, saved_outputs);
+    run(&c);
+    if (error) restore_outputs(checked_outputs, saved_outputs);
+  }
   if (error & ff_error_dynamic_offset)
     throw DomainError(fmt::format("program '{}': a dynamic offset read outside a field's extent; no "
                                   "argument was changed", p.name));
@@ -507,7 +540,7 @@ MemoryPlan CompiledProgram::memory_plan(const SizeMap& sizes) const { return imp
 MemoryStats CompiledProgram::memory_stats() const { return impl_->memory->stats(); }
 const std::string& CompiledProgram::generated_source() const { return impl_->image.source; }
 std::string CompiledProgram::schedule_text() const {
-  return impl_->image.entry ? impl_->image.schedule.print() : ir::print(impl_->image.program);
+  return impl_->compiled() ? impl_->image.schedule.print() : ir::print(impl_->image.program);
 }
 double CompiledProgram::compile_seconds() const { return impl_->image.compile_seconds; }
 bool CompiledProgram::cache_hit() const { return impl_->image.cache_hit; }

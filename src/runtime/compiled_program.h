@@ -13,6 +13,7 @@
 #include "fieldflow/compile.h"
 #include "ir/call_binding.h"
 #include "ir/schedule.h"
+#include "runtime/device_runner.h"
 #include "runtime/transient_memory.h"
 #include "toolchain/loaded_module.h"
 
@@ -23,16 +24,19 @@ struct CompiledProgram::Impl {
   struct Image {
     ir::Program program;
     CompileOptions options;
-    ir::Schedule schedule;                               // cpu backend
-    std::string source;                                  // cpu backend
+    ir::Schedule schedule;                               // cpu and cuda backends
+    std::string source;                                  // cpu and cuda backends
     // cpu backend: the generated ff_run. JIT: a symbol of `module`, which keeps it mapped; AOT:
     // a function linked into the host's library, and no module at all.
     std::int32_t (*entry)(const ff_call*) = nullptr;
     std::optional<toolchain::LoadedModule> module;
+    // cuda backend: runs the kernels on the device (entry stays null).
+    std::shared_ptr<runtime::DeviceRunner> device;
     double compile_seconds = 0;
     bool cache_hit = false;
   };
   explicit Impl(Image image);
+  bool compiled() const { return image.entry != nullptr || image.device != nullptr; }
 
   void call(const Arguments& args);
 
@@ -74,6 +78,8 @@ struct CompiledProgram::Impl {
   // restored when one fails, so a failed call leaves every argument unchanged.
   std::vector<Field*> checked_outputs;  // outputs of kernels that check reads while running
   std::vector<std::vector<std::byte>> saved_outputs;
+  // cuda backend: the host memory of every field and table of the bound call.
+  std::vector<runtime::HostSpan> field_spans, table_spans;
 
  private:
   enum class Change { nothing, field_data, everything };
@@ -83,6 +89,7 @@ struct CompiledProgram::Impl {
   void bind(const Arguments& args);
   void resize(const SizeMap& new_sizes);
   void check_reads();
+  void describe_host_spans();
 };
 
 }  // namespace fieldflow

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "fieldflow/errors.h"
+#include "fieldflow/device_errors.h"
 
 namespace fieldflow::runtime {
 namespace {
@@ -107,11 +107,16 @@ bool has_device_memory_backend(Device device) {
   return device == Device::cpu || backend_of(device) != nullptr;
 }
 
-void throw_allocation_failure(Device device, std::size_t bytes, std::string_view label,
-                              std::string_view reason) {
+std::string allocation_failure_message(Device device, std::size_t bytes, std::string_view label,
+                                       std::string_view reason) {
   std::string message = fmt::format("cannot allocate {} bytes on {} for {}", bytes, to_string(device), label);
   if (!reason.empty()) message += fmt::format(": {}", reason);
-  throw AllocationError(message);
+  return message;
+}
+
+void throw_allocation_failure(Device device, std::size_t bytes, std::string_view label,
+                              std::string_view reason) {
+  throw AllocationError(allocation_failure_message(device, bytes, label, reason));
 }
 
 std::size_t effective_alignment(std::size_t alignment) {
@@ -139,6 +144,8 @@ void* system_allocate(Device device, std::size_t bytes, std::size_t alignment, s
     if (!backend || !backend->allocate) throw_no_backend(device, bytes, label);
     try {
       p = backend->allocate(bytes, align);
+    } catch (const OutOfMemoryError& e) {
+      throw OutOfMemoryError(allocation_failure_message(device, bytes, label, e.what()), bytes);
     } catch (const std::exception& e) {
       throw_allocation_failure(device, bytes, label, e.what());
     }
@@ -175,6 +182,8 @@ void* stream_allocate(Device device, std::size_t bytes, std::size_t alignment, v
   void* p = nullptr;
   try {
     p = backend->allocate_async(bytes, stream);
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(allocation_failure_message(device, bytes, label, e.what()), bytes);
   } catch (const std::exception& e) {
     throw_allocation_failure(device, bytes, label, e.what());
   }

@@ -63,7 +63,10 @@ struct RouteCounters {
 };
 RouteCounters thread_route_counters() noexcept;
 
-// The fixed failure format; `reason` is appended after ": " when not empty.
+// The fixed failure format; `reason` is appended after ": " when not empty. A backend that throws
+// OutOfMemoryError (a device out of memory) gets one in this format, keeping the required bytes.
+std::string allocation_failure_message(Device device, std::size_t bytes, std::string_view label,
+                                       std::string_view reason = {});
 [[noreturn]] void throw_allocation_failure(Device device, std::size_t bytes, std::string_view label,
                                            std::string_view reason = {});
 

@@ -48,6 +48,8 @@ std::string env_or_empty(const char* name) {
   return value != nullptr ? std::string(value) : std::string();
 }
 
+}  // namespace
+
 fs::path jit_include_dir() {
   if (std::string dir = env_or_empty("FIELDFLOW_INCLUDE_DIR"); !dir.empty()) return dir;
   // Prefer the source tree so a build-tree binary compiles against the headers it was built from;
@@ -56,6 +58,8 @@ fs::path jit_include_dir() {
   if (fs::is_directory(FIELDFLOW_SOURCE_INCLUDE_DIR, ec)) return FIELDFLOW_SOURCE_INCLUDE_DIR;
   return FIELDFLOW_INSTALL_INCLUDE_DIR;
 }
+
+namespace {
 
 // Quotes an argument for display only (error messages a user may copy into a terminal); the
 // compiler itself is started with an argv vector and never sees a shell.

@@ -30,6 +30,10 @@ struct CompilerConfig {
 // The environment is read on every call, so a host may change it between compilations.
 CompilerConfig default_compiler_config(bool openmp = true);
 
+// Where generated code finds fieldflow/abi.h: env FIELDFLOW_INCLUDE_DIR, else the source tree's
+// include/ (if it exists), else the install prefix's include/.
+std::filesystem::path jit_include_dir();
+
 // The words of a compiler command (see CompilerConfig::cxx). Throws CompileError for an empty
 // command or an unterminated quote.
 std::vector<std::string> command_words(const std::string& cxx);

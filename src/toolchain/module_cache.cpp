@@ -36,6 +36,9 @@ namespace {
 constexpr std::string_view kKeyFormat = "fieldflow-module-cache-v1";
 constexpr const char* kModuleFile = "module.so";
 constexpr const char* kSourceFile = "source.cpp";
+// Entries of in-process builds (InProcessBuild: NVRTC) hold these instead; meta.json says which.
+constexpr const char* kCudaBinaryFile = "module.cubin";
+constexpr const char* kCudaSourceFile = "source.cu";
 constexpr const char* kMetaFile = "meta.json";
 
 // ---- keys ----------------------------------------------------------------------------------
@@ -287,6 +290,14 @@ constexpr const char* kAbsent = "absent";
 // naming the key, the module byte-for-byte what was built, and a complete ELF image. Otherwise
 // what is wrong (kAbsent when there is no entry). Anything wrong (interrupted write, disk
 // corruption, tampering, an entry planted by someone else) means "rebuild" (or "fall back").
+// The artifact meta.json names: absent means a CPU module (entries from before CUDA modules); a
+// damaged file may hold anything there, which names no artifact ("").
+std::string artifact_of(const json& meta) {
+  const auto it = meta.find("artifact");
+  if (it == meta.end()) return kModuleFile;
+  return it->is_string() ? it->get<std::string>() : std::string();
+}
+
 std::string entry_problem(const fs::path& entry, const std::string& key) {
   struct stat st {};
   if (lstat(entry.c_str(), &st) != 0) return kAbsent;
@@ -300,7 +311,11 @@ std::string entry_problem(const fs::path& entry, const std::string& key) {
   const auto meta = read_json(meta_path);
   if (!meta) return fmt::format("'{}' is not a JSON object", meta_path.string());
 
-  const fs::path module_path = entry / kModuleFile;
+  // Only the two known artifact names: a planted meta.json cannot point outside the entry.
+  const std::string artifact = artifact_of(*meta);
+  if (artifact != kModuleFile && artifact != kCudaBinaryFile)
+    return fmt::format("'{}' names an unknown artifact '{}'", meta_path.string(), artifact);
+  const fs::path module_path = entry / artifact;
   const int fd = open(module_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return fmt::format("cannot open '{}': {}", module_path.string(), std::strerror(errno));
   CloseOnExit closer(fd);
@@ -319,9 +334,9 @@ std::string entry_problem(const fs::path& entry, const std::string& key) {
   } catch (const json::exception&) {
     return fmt::format("'{}' lacks key, module_size or module_xxh3_64", meta_path.string());
   }
-  if (std::string problem = secure_fs::shared_object_problem(fd, digest->size); !problem.empty()) {
-    return fmt::format("'{}': {}", module_path.string(), problem);
-  }
+  const std::string problem = artifact == kModuleFile ? secure_fs::shared_object_problem(fd, digest->size)
+                                                     : secure_fs::cuda_binary_problem(fd, digest->size);
+  if (!problem.empty()) return fmt::format("'{}': {}", module_path.string(), problem);
   return "";
 }
 
@@ -439,6 +454,9 @@ struct ModuleCache::Request {
   std::string extra_key;
   std::string identity;
   std::string key;
+  const InProcessBuild* in_process = nullptr;  // set: built by this function, not by running config.cxx
+  const char* artifact() const { return in_process ? kCudaBinaryFile : kModuleFile; }
+  const char* source_file() const { return in_process ? kCudaSourceFile : kSourceFile; }
 };
 
 struct ModuleCache::Outcome {
@@ -496,12 +514,12 @@ std::optional<ModuleCache::Outcome> ModuleCache::lookup_in(const fs::path& dir, 
     return std::nullopt;
   }
   const fs::path entry = dir / rq.key;
-  Outcome out{CacheEntry{rq.key, entry / kModuleFile, true, 0.0, ""}, std::nullopt};
+  Outcome out{CacheEntry{rq.key, entry / rq.artifact(), true, 0.0, ""}, std::nullopt};
 
   // A verified hit needs no lock and writes nothing, so read-only caches serve hits. If the entry
   // goes away between check and load (a concurrent clear), the locked path below decides.
   if (entry_problem(entry, rq.key).empty()) {
-    if (!load) return out;
+    if (!load || rq.in_process) return out;
     try {
       out.module.emplace(out.entry.path);
       return out;
@@ -520,7 +538,7 @@ std::optional<ModuleCache::Outcome> ModuleCache::lookup_in(const fs::path& dir, 
   }
   std::string problem = entry_problem(entry, rq.key);
   if (problem.empty()) {
-    if (!load) return out;
+    if (!load || rq.in_process) return out;
     try {
       out.module.emplace(out.entry.path);
       return out;
@@ -551,21 +569,27 @@ std::optional<ModuleCache::Outcome> ModuleCache::lookup_in(const fs::path& dir, 
   }
   CloseOnExit close_dir(dirfd);
   fchmod(dirfd, 0700);
-  secure_fs::write_file_at(dirfd, kSourceFile, rq.source, staging);
+  secure_fs::write_file_at(dirfd, rq.source_file(), rq.source, staging);
 
   const auto start = std::chrono::steady_clock::now();
-  try {
-    compile_shared_object(staging / kSourceFile, staging / kModuleFile, rq.config, dir / "failed" / (rq.key + ".cpp"));
-  } catch (const CompileError&) {
-    cap_failed(dir, rq.key);
-    throw;
+  if (rq.in_process) {
+    // The in-process compiler's diagnostics are in its CompileError; its output goes to the
+    // staging folder like a compiler's, so publishing is the same rename.
+    secure_fs::write_file_at(dirfd, rq.artifact(), rq.in_process->build(rq.source), staging);
+  } else {
+    try {
+      compile_shared_object(staging / kSourceFile, staging / kModuleFile, rq.config, dir / "failed" / (rq.key + ".cpp"));
+    } catch (const CompileError&) {
+      cap_failed(dir, rq.key);
+      throw;
+    }
   }
   out.entry.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   // A compiler that reports success is not believed blindly: a module cut short (full disk, a
   // killed linker, a broken wrapper) would be published and then crash every later run.
-  const fs::path built = staging / kModuleFile;
-  const int module_fd = openat(dirfd, kModuleFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  const fs::path built = staging / rq.artifact();
+  const int module_fd = openat(dirfd, rq.artifact(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (module_fd < 0) {
     throw CompileError(fmt::format("cannot open the compiled module '{}': {}", built.string(), std::strerror(errno)));
   }
@@ -573,16 +597,23 @@ std::optional<ModuleCache::Outcome> ModuleCache::lookup_in(const fs::path& dir, 
   fchmod(module_fd, 0600);
   const auto digest = digest_fd(module_fd);
   if (!digest) throw CacheError(fmt::format("cannot read back the compiled module '{}'", built.string()));
-  if (std::string bad = secure_fs::shared_object_problem(module_fd, digest->size); !bad.empty()) {
-    throw CompileError(fmt::format("the C++ compiler '{}' reported success for program '{}' but wrote an unusable "
-                                   "module: {}; nothing was published",
-                                   rq.config.cxx, rq.name, bad));
-  }
-  try {
-    LoadedModule trial(built);
-  } catch (const CompileError& e) {
-    throw CompileError(fmt::format("the module compiled for program '{}' cannot be loaded, so it was not published: {}",
-                                   rq.name, e.what()));
+  if (rq.in_process) {
+    // A CUDA binary is loaded by the device runtime, not here (the building machine may have no device).
+    if (std::string bad = secure_fs::cuda_binary_problem(module_fd, digest->size); !bad.empty())
+      throw CompileError(fmt::format("{} reported success for program '{}' but returned an unusable binary: {}; "
+                                     "nothing was published", rq.identity, rq.name, bad));
+  } else {
+    if (std::string bad = secure_fs::shared_object_problem(module_fd, digest->size); !bad.empty()) {
+      throw CompileError(fmt::format("the C++ compiler '{}' reported success for program '{}' but wrote an unusable "
+                                     "module: {}; nothing was published",
+                                     rq.config.cxx, rq.name, bad));
+    }
+    try {
+      LoadedModule trial(built);
+    } catch (const CompileError& e) {
+      throw CompileError(fmt::format("the module compiled for program '{}' cannot be loaded, so it was not published: {}",
+                                     rq.name, e.what()));
+    }
   }
   const json meta = {
       {"name", rq.name},
@@ -595,6 +626,7 @@ std::optional<ModuleCache::Outcome> ModuleCache::lookup_in(const fs::path& dir, 
       {"compile_seconds", out.entry.compile_seconds},
       {"module_size", digest->size},
       {"module_xxh3_64", fmt::format("{:016x}", digest->xxh3)},
+      {"artifact", rq.artifact()},
   };
   secure_fs::write_file_at(dirfd, kMetaFile, meta.dump(2) + "\n", staging);
 
@@ -608,7 +640,7 @@ std::optional<ModuleCache::Outcome> ModuleCache::lookup_in(const fs::path& dir, 
   } else {
     cleanup.release();
   }
-  if (load) out.module.emplace(out.entry.path);  // still under the lock
+  if (load && !rq.in_process) out.module.emplace(out.entry.path);  // still under the lock
   return out;
 }
 
@@ -640,6 +672,27 @@ LoadedEntry ModuleCache::get_or_load(const std::string& name, const std::string&
   const Request rq{name, source, config, extra_key, identity, make_key(source, identity, config.flags, extra_key)};
   Outcome out = lookup(rq, /*load=*/true);
   return LoadedEntry{std::move(out.entry), std::move(*out.module)};
+}
+
+CacheEntry ModuleCache::get_or_build(const std::string& name, const std::string& source, const InProcessBuild& build,
+                                     const std::string& extra_key) {
+  const CompilerConfig config{"", build.flags};  // part of the key only: nothing is run
+  Request rq{name, source, config, extra_key, build.identity, make_key(source, build.identity, build.flags, extra_key)};
+  rq.in_process = &build;
+  return lookup(rq, /*load=*/false).entry;
+}
+
+std::string ModuleCache::read_artifact(const CacheEntry& entry) {
+  const int fd = open(entry.path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) throw CacheError(fmt::format("cannot open '{}': {}", entry.path.string(), std::strerror(errno)));
+  CloseOnExit closer(fd);
+  std::string bytes;
+  char buffer[65536];
+  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) != 0;) {
+    if (n < 0) throw CacheError(fmt::format("cannot read '{}': {}", entry.path.string(), std::strerror(errno)));
+    bytes.append(buffer, static_cast<std::size_t>(n));
+  }
+  return bytes;
 }
 
 std::size_t ModuleCache::remove_leftovers() {
@@ -688,10 +741,12 @@ std::string ModuleCache::show(const std::string& key) const {
                                  directory_.string()));
   }
   const std::string problem = entry_problem(entry, key);
+  const bool cuda = artifact_of(*meta) == kCudaBinaryFile;
   // Bytes that are not UTF-8 (a damaged file) are shown as U+FFFD instead of making dump() throw.
   return fmt::format("{}\nsource: {}\nmodule: {}\n{}", meta->dump(2, ' ', false, json::error_handler_t::replace),
-                     (entry / kSourceFile).string(),
-                     (entry / kModuleFile).string(), problem.empty() ? "" : "not used: " + problem + "\n");
+                     (entry / (cuda ? kCudaSourceFile : kSourceFile)).string(),
+                     (entry / (cuda ? kCudaBinaryFile : kModuleFile)).string(),
+                     problem.empty() ? "" : "not used: " + problem + "\n");
 }
 
 std::size_t ModuleCache::clear() {

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,16 @@ struct CacheEntry {
 struct LoadedEntry {
   CacheEntry entry;
   LoadedModule module;
+};
+
+// A build done in-process instead of by running a compiler (NVRTC for CUDA programs): the entry
+// holds source.cu and module.cubin, is keyed, locked and published exactly like a module, and
+// checked as a CUDA binary (no trial load: the building machine may have no device).
+struct InProcessBuild {
+  std::string identity;            // the compiler and its version, part of the key
+  std::vector<std::string> flags;  // part of the key
+  // Returns the binary; throws CompileError with the compiler's diagnostics.
+  std::function<std::string(const std::string& source)> build;
 };
 
 struct CacheListing {
@@ -103,6 +114,12 @@ class ModuleCache {
   // fails to load is evicted and rebuilt once.
   LoadedEntry get_or_load(const std::string& name, const std::string& source,
                           const CompilerConfig& config, const std::string& extra_key);
+
+  // The in-process variant of get_or_build; CacheEntry::path is the binary (read_artifact).
+  CacheEntry get_or_build(const std::string& name, const std::string& source, const InProcessBuild& build,
+                          const std::string& extra_key);
+  // The bytes of an entry's artifact. Throws CacheError.
+  static std::string read_artifact(const CacheEntry& entry);
 
   // Published entries, oldest first. A missing cache directory is empty, not an error.
   std::vector<CacheListing> list() const;

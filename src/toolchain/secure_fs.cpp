@@ -234,4 +234,25 @@ std::string shared_object_problem(int fd, std::uintmax_t size) {
   return "";
 }
 
+std::string cuda_binary_problem(int fd, std::uintmax_t size) {
+  Elf64_Ehdr header{};
+  if (size < sizeof header || !read_exactly(fd, &header, sizeof header, 0)) {
+    return fmt::format("expected a CUDA binary (cubin) of at least {} bytes, found {} bytes", sizeof header, size);
+  }
+  if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 || header.e_ident[EI_CLASS] != ELFCLASS64) {
+    return "expected a CUDA binary (a 64-bit ELF image), found a file without that signature";
+  }
+  constexpr unsigned kCudaMachine = 190;  // EM_CUDA
+  if (header.e_machine != kCudaMachine) {
+    return fmt::format("expected a CUDA binary (ELF machine {}), found machine {}", kCudaMachine, header.e_machine);
+  }
+  std::uint64_t end = 0;
+  if (header.e_shoff != 0 &&
+      (!table_end(header.e_shoff, header.e_shnum, header.e_shentsize, &end) || end > size)) {
+    return fmt::format("expected the section headers to end inside the file (at byte {}), found a file of {} bytes "
+                       "(truncated)", header.e_shoff + std::uint64_t{header.e_shnum} * header.e_shentsize, size);
+  }
+  return "";
+}
+
 }  // namespace fieldflow::toolchain::secure_fs

@@ -51,5 +51,8 @@ std::uintmax_t free_bytes(const std::filesystem::path& path);
 // Otherwise what was expected and what was found. A module cut short passes dlopen's own checks and
 // then dies with SIGBUS at the first touch of a missing page, so this runs before every load.
 std::string shared_object_problem(int fd, std::uintmax_t size);
+// The same for a CUDA binary (cubin, what NVRTC builds): a 64-bit ELF image for machine EM_CUDA
+// whose section headers lie inside the file.
+std::string cuda_binary_problem(int fd, std::uintmax_t size);
 
 }  // namespace fieldflow::toolchain::secure_fs

@@ -4,16 +4,14 @@
 
 #include "fieldflow/examples.h"
 #include "support/backend_harness.h"
+#include "support/example_cases.h"
 
 namespace fieldflow {
 namespace {
 
 using testing_support::same_bits;
 
-struct Case {
-  std::string name;
-  Layout layout;
-};
+using Case = testing_support::ExampleCase;
 
 class CpuExamples : public ::testing::TestWithParam<Case> {};
 
@@ -72,17 +70,8 @@ TEST_P(CpuExamples, ParallelPathEqualsReferenceAtOneToFourThreads) {
   }
 }
 
-std::vector<Case> all_cases() {
-  std::vector<Case> cases;
-  for (const auto& ex : examples::all_examples())
-    for (Layout l : {Layout::vertical_fastest, Layout::horizontal_fastest}) cases.push_back({ex.name, l});
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllExamples, CpuExamples, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return i.param.name + "_" + std::string(to_string(i.param.layout));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllExamples, CpuExamples, ::testing::ValuesIn(testing_support::all_example_cases()),
+                         testing_support::example_case_name);
 
 TEST(CpuDeterminism, ThreadCountDoesNotChangeBits) {
   const auto& ex = examples::example("hdiff");

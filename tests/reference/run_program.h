@@ -13,55 +13,43 @@
 
 #include "fieldflow/compile.h"
 #include "fieldflow/reference.h"
+#include "support/backend_harness.h"
+
+#ifdef FIELDFLOW_TEST_CUDA_BACKEND
+#include "support/cuda_harness.h"
+#endif
 
 namespace fieldflow::langtest {
 
-#ifndef FIELDFLOW_TEST_CPU_BACKEND
+#if defined(FIELDFLOW_TEST_CUDA_BACKEND)
+
+// test_reference_cuda: the CUDA kernels of each program run under host emulation (no device
+// needed) and are compared with the reference like the CPU backend; each program's CUDA source is
+// also compiled with NVRTC, all of them in one batch when the run ends (support/cuda_harness.h).
+inline void run_program(const ir::Program& p, const Arguments& args) {
+  testing_support::compare_cuda_emulation_with_reference(p, args);
+}
+
+#elif !defined(FIELDFLOW_TEST_CPU_BACKEND)
 
 inline void run_program(const ir::Program& p, const Arguments& args) { run_reference(p, args); }
 
 #else
 
 inline void run_program(const ir::Program& p, const Arguments& args) {
-  // Arguments like `args` but over copies of its fields (pairs: original, copy).
-  auto copy_arguments = [&](std::list<Field>& copies, std::vector<std::pair<const Field*, const Field*>>& pairs) {
-    Arguments copy;
-    for (const auto& e : args.entries()) {
-      switch (e.kind) {
-        case Arguments::Entry::Kind::field:
-          copies.push_back(e.field->clone());
-          copy.field(e.name, copies.back());
-          pairs.push_back({e.field, &copies.back()});
-          break;
-        case Arguments::Entry::Kind::scalar: copy.scalar(e.name, e.scalar); break;
-        case Arguments::Entry::Kind::connectivity: copy.connectivity(e.name, *e.table); break;
-      }
-    }
-    return copy;
-  };
+  using testing_support::copy_arguments;
   // The reference runs on copies of every field first, so both start from the same data.
-  std::list<Field> copies;
-  std::vector<std::pair<const Field*, const Field*>> pairs;
-  Arguments ref_args = copy_arguments(copies, pairs);
-  const std::type_info* ref_error = nullptr;
-  std::exception_ptr ref_exception;
-  try {
-    run_reference(p, ref_args);
-  } catch (const Error& e) {
-    ref_error = &typeid(e);
-    ref_exception = std::current_exception();
-  }
+  const testing_support::ReferenceOutcome ref = testing_support::run_reference_on_copies(p, args);
+  const auto& pairs = ref.pairs;
+  const std::type_info* ref_error = ref.error;
+  const std::exception_ptr ref_exception = ref.exception;
   // Compiled for the layout the test's fields use (the reference accepts any layout). A compiled
   // variant has one layout: fields of mixed layouts are refused with a LayoutError, and then only
   // the reference's results can be checked.
   CompileOptions options;
-  bool first = true, mixed = false;
-  for (const auto& e : args.entries())
-    if (e.kind == Arguments::Entry::Kind::field && e.field->dims().size() > 1) {
-      mixed |= !first && e.field->layout() != options.layout;
-      if (first) options.layout = e.field->layout();
-      first = false;
-    }
+  const std::optional<Layout> layout = testing_support::common_layout(args);
+  const bool mixed = !layout;
+  if (layout) options.layout = *layout;
   if (mixed) {
     EXPECT_THROW(compile(p, options)(args), LayoutError) << "fields of mixed layouts must be refused";
     run_reference(p, args);
@@ -75,7 +63,7 @@ inline void run_program(const ir::Program& p, const Arguments& args) {
     parallel.parallel_threshold = 0;
     std::list<Field> mine;
     std::vector<std::pair<const Field*, const Field*>> my_pairs;
-    Arguments my_args = copy_arguments(mine, my_pairs);
+    Arguments my_args = copy_arguments(args, mine, my_pairs);
     try {
       compile(p, parallel)(my_args);
       EXPECT_EQ(ref_error, nullptr) << "the reference raised an error but the compiled backend at " << threads

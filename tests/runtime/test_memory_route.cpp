@@ -8,7 +8,7 @@
 #include <limits>
 #include <thread>
 
-#include "fieldflow/errors.h"
+#include "fieldflow/device_errors.h"
 #include "runtime/memory_test_support.h"
 
 namespace fieldflow::runtime {
@@ -131,6 +131,37 @@ TEST(MemoryRoute, BackendFailuresUseFixedFormat) {
             std::string::npos);
   set_device_memory_backend(Device::cuda, {});
   EXPECT_FALSE(has_device_memory_backend(Device::cuda));
+}
+
+// A device out of memory (cudaMalloc, the device pool) is its own error, in the fixed format and
+// with the bytes that were required, on the synchronous and the stream-ordered path alike.
+TEST(MemoryRoute, DeviceOutOfMemoryKeepsItsKindAndRequiredBytes) {
+  DeviceMemoryBackend b;
+  b.name = "stub";
+  b.allocate = [](std::size_t bytes, std::size_t) -> void* {
+    throw OutOfMemoryError("cudaMalloc: cudaErrorMemoryAllocation: out of memory", bytes);
+  };
+  b.free = [](void*, std::size_t) {};
+  b.allocate_async = [](std::size_t bytes, void*) -> void* {
+    throw OutOfMemoryError("cudaMallocFromPoolAsync: cudaErrorMemoryAllocation: out of memory", bytes);
+  };
+  b.free_async = [](void*, std::size_t, void*) {};
+  set_device_memory_backend(Device::cuda, b);
+  try {
+    system_allocate(Device::cuda, 4096, 256, "prog");
+    ADD_FAILURE() << "no error";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.required_bytes(), 4096u);
+    EXPECT_EQ(std::string(e.what()).rfind("cannot allocate 4096 bytes on cuda for prog: cudaMalloc", 0), 0u) << e.what();
+  }
+  try {
+    stream_allocate(Device::cuda, 512, 256, nullptr, "prog");
+    ADD_FAILURE() << "no error";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.required_bytes(), 512u);
+    EXPECT_NE(std::string(e.what()).find("cudaMallocFromPoolAsync"), std::string::npos) << e.what();
+  }
+  set_device_memory_backend(Device::cuda, {});
 }
 
 // The CPU route is fixed: it cannot be swapped out from under the host pool.

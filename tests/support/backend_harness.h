@@ -4,9 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <exception>
+#include <list>
+#include <optional>
 #include <string>
+#include <typeinfo>
+#include <utility>
+#include <vector>
 
 #include "fieldflow/compile.h"
+#include "fieldflow/errors.h"
 #include "fieldflow/reference.h"
 
 namespace fieldflow::testing_support {
@@ -30,6 +37,58 @@ inline CompileOptions cpu_options(Layout layout = Layout::vertical_fastest) {
   o.backend = Backend::cpu;
   o.layout = layout;
   return o;
+}
+
+// Pairs of (the caller's field, its copy), in argument order.
+using FieldPairs = std::vector<std::pair<const Field*, const Field*>>;
+
+// Arguments like `args` but over copies of its fields, kept in `copies`.
+inline Arguments copy_arguments(const Arguments& args, std::list<Field>& copies, FieldPairs& pairs) {
+  Arguments copy;
+  for (const auto& e : args.entries()) {
+    switch (e.kind) {
+      case Arguments::Entry::Kind::field:
+        copies.push_back(e.field->clone());
+        copy.field(e.name, copies.back());
+        pairs.push_back({e.field, &copies.back()});
+        break;
+      case Arguments::Entry::Kind::scalar: copy.scalar(e.name, e.scalar); break;
+      case Arguments::Entry::Kind::connectivity: copy.connectivity(e.name, *e.table); break;
+    }
+  }
+  return copy;
+}
+
+// The reference run on copies of every field, so a compiled run can start from the same data:
+// its results (in `pairs`) or the kind of error it raised.
+struct ReferenceOutcome {
+  std::list<Field> copies;
+  FieldPairs pairs;
+  const std::type_info* error = nullptr;
+  std::exception_ptr exception;
+};
+inline ReferenceOutcome run_reference_on_copies(const ir::Program& p, const Arguments& args) {
+  ReferenceOutcome out;
+  Arguments ref_args = copy_arguments(args, out.copies, out.pairs);
+  try {
+    run_reference(p, ref_args);
+  } catch (const Error& e) {
+    out.error = &typeid(e);
+    out.exception = std::current_exception();
+  }
+  return out;
+}
+
+// The layout to compile for: the one the multi-dimensional fields share (the reference accepts any;
+// a compiled variant has one), vertical_fastest when there is none, nullopt when they mix layouts.
+inline std::optional<Layout> common_layout(const Arguments& args) {
+  std::optional<Layout> layout;
+  for (const auto& e : args.entries())
+    if (e.kind == Arguments::Entry::Kind::field && e.field->dims().size() > 1) {
+      if (layout && *layout != e.field->layout()) return std::nullopt;
+      layout = e.field->layout();
+    }
+  return layout.value_or(Layout::vertical_fastest);
 }
 
 }  // namespace fieldflow::testing_support

@@ -1,0 +1,119 @@
+#pragma once
+// What the CPU and CUDA generators share: the C++ text of one kernel's value at one evaluation
+// point (field reads with their index arithmetic, neighbour-table lookups, reductions, scans'
+// level bodies, stores), the declarations of the buffers, tables and scalars it reads from ff_call,
+// and the scalar semantics of fieldflow/abi.h. A generator derives from PointEmitter and adds only
+// its loop structure (OpenMP loop nests, or a CUDA thread grid), so both compute the same values
+// with the same operations: the reference executor is the oracle of both.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/schedule.h"
+
+namespace fieldflow::codegen {
+
+// Where the two targets' C++ dialects differ. Everything else of the per-point text is one code.
+struct Dialect {
+  std::string math = "std::";                   // prefix of libm functions (sqrt, exp, fmod, isnan, ...)
+  std::string limits = "std::numeric_limits";   // numeric_limits template
+  std::string restrict_qualifier = "__restrict";
+  bool read_only_tables = false;                // neighbour tables loaded through __ldg (GPU read-only path)
+};
+const Dialect& cpu_dialect();
+const Dialect& cuda_dialect();
+
+std::string ctype(DType t);
+std::string pad_text(int ind);
+std::string sanitize(const std::string& s);
+std::string literal(const Scalar& v, const Dialect& dialect);
+
+// One coordinate of an evaluation point in generated code: `base + offset` along `dim`.
+struct Index {
+  Dimension dim;
+  std::string base;
+  std::int64_t offset = 0;
+  bool dynamic = false;  // bounds-checked at the load
+  std::string str() const;
+};
+using Point = std::vector<Index>;
+std::string point_key(const Point& p);
+const Index* find(const Point& p, const Dimension& d);
+
+// Declarations at the top of a generated function, shared by the kernels it contains.
+struct Decls {
+  std::string text;
+  std::map<std::string, bool> declared;
+  std::string column_locals;  // per-thread column pointers, declared inside the parallel region
+};
+
+// Emits the per-point code of kernel `kidx` of a schedule. Values are SSA-style locals, one per
+// (node, evaluation point), so a value read at one point several times is computed once, and a
+// value read at several points (shifts, neighbours) is recomputed at each: the transients the
+// passes selected are the only intermediates that go through memory. Failed in-kernel checks
+// (dynamic offsets) are ORed into a local `std::int32_t err` the generator declares and reports.
+class PointEmitter {
+ public:
+  PointEmitter(const ir::Schedule& s, int kidx, Decls& decls, const Dialect& dialect);
+
+  // This kernel's loop bounds, read from ff_call::domains, and its number of points (points()).
+  std::string bounds() const;
+  std::string points() const;
+  bool uses_error() const { return uses_error_; }
+  std::string lo(const Dimension& d) const;
+  std::string hi(const Dimension& d) const;
+  static std::string var(const Dimension& d);
+
+ protected:
+  // The scan's current level along its dimension at step `st` (forward or backward).
+  std::string level(const ir::Expr& scan) const;
+  // One level of a scan at one column: the inputs, the carry update (carry c0.. in registers)
+  // and the stores.
+  std::string scan_level(const Point& p, int ind);
+  bool column_local(const std::string& name) const;
+  int buffer_index(const std::string& name) const;
+  std::pair<DType, std::vector<Dimension>> buffer_type(const std::string& name) const;
+  std::string use_buffer(const std::string& name, bool write);
+  std::string use_table(const Connectivity& c);
+  std::string use_scalar(const std::string& name);
+  std::string sym(const ir::SymExpr& e);
+  std::string sym_op(const ir::SymOp& op);
+  std::string element(const std::string& name, const Point& p, std::string& code, int ind);
+  static std::string pad(int ind) { return pad_text(ind); }
+  std::string fresh(const char* prefix);
+  std::string lookup(const std::string& key) const;
+  std::string gen(const ir::Expr& e, const Point& p, int comp, std::string& code, int ind);
+  std::string define(DType t, const std::string& expr, std::string& code, int ind);
+  std::string gen_uncached(const ir::Expr& e, const Point& p, int comp, std::string& code, int ind);
+  void mask_sparse_read(const std::string& name, const Point& p, std::string& code, int ind);
+  // What a -1 entry means where it is read: an error (fixed-index shift), a neighbour the enclosing
+  // reduction skips (local shift), or nothing yet (the reduction's own row, checked by the caller).
+  enum class Missing { error, skip, unchecked };
+  std::string neighbor(const Connectivity& c, const std::string& src, const std::string& slot, Missing missing,
+                       std::string& code, int ind);
+  std::string table_entry(const std::string& table, const std::string& index) const;
+  std::string reduce(const ir::Expr& e, const Point& p, std::string& code, int ind);
+  std::string unary(const ir::Expr& e, const std::string& a) const;
+  std::string binary(const ir::Expr& e, const std::string& a, const std::string& b) const;
+  Point loop_point() const;
+  // Loop order, slowest first: the unit-stride dimension of the layout last.
+  std::vector<Dimension> loop_order() const;
+  std::string store_all(const std::vector<std::string>& values, const Point& p, std::string& code, int ind);
+
+  const ir::Schedule& s_;
+  const ir::Kernel& k_;
+  int kidx_;
+  Decls& d_;
+  const Dialect& dialect_;
+  std::vector<Dimension> loop_dims_;
+  std::vector<std::map<std::string, std::string>> memo_;
+  std::vector<Dimension> reducing_;  // local dimensions of the reductions being generated
+  std::vector<std::string> reduce_ok_;  // their "neighbour present" flags (branch-free form), or empty
+  std::vector<Connectivity> reducing_conn_;  // their connectivities
+  std::vector<std::string> reduce_src_;      // their source element index, or empty (shifted elsewhere)
+  int counter_ = 0;
+  bool uses_error_ = false;
+};
+
+}  // namespace fieldflow::codegen

@@ -1,0 +1,168 @@
+// CUDA code generation: each kernel becomes one __global__ function whose threads each evaluate
+// one point (pointwise) or sweep one column (scans), around the per-point code the CPU generator
+// shares (codegen/common). No host code is generated: the runtime launches the kernels.
+#include "codegen/cuda/generate_cuda.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
+
+#include "codegen/common/point_emitter.h"
+#include "fieldflow/abi.h"
+#include "fieldflow/errors.h"
+
+namespace fieldflow::codegen {
+
+namespace {
+
+using ir::Expr;
+
+class CudaKernelEmitter : public PointEmitter {
+ public:
+  CudaKernelEmitter(const ir::Schedule& s, int kidx, Decls& decls, const std::string& prefix)
+      : PointEmitter(s, kidx, decls, cuda_dialect()), prefix_(prefix) {}
+
+  // The kernel function and how to launch it.
+  std::pair<std::string, CudaLaunch> emit() {
+    const bool scan = k_.kind == ir::KernelKind::scan;
+    // The grid's dimensions: the loop order without the scan's own dimension; x is the fastest.
+    std::vector<Dimension> grid;
+    for (const auto& d : loop_order())
+      if (!scan || !(d == k_.value->dim)) grid.push_back(d);
+    CudaLaunch launch;
+    launch.symbol = fmt::format("{}kernel_{}", prefix_, kidx_);
+    launch.kernel = kidx_;
+    launch.loop_dims = static_cast<int>(loop_dims_.size());
+    // Scans keep a carry and a sequential loop per thread: smaller blocks give more blocks per SM.
+    launch.block_x = scan ? 64 : 128;
+    auto axis_of = [&](const Dimension& d) {
+      return static_cast<int>(std::find(loop_dims_.begin(), loop_dims_.end(), d) - loop_dims_.begin());
+    };
+    if (!grid.empty()) launch.x_axis = axis_of(grid.back());
+    for (std::size_t a = 0; a + 1 < grid.size(); ++a) launch.y_axes.push_back(axis_of(grid[a]));
+
+    memo_.assign(1, {});
+    const Point p = loop_point();
+    const int ind = 3;
+    std::string inner;
+    if (scan) {
+      const Expr& e = *k_.value;
+      const std::string body = scan_level(p, ind + 1);
+      for (std::size_t c = 0; c < e.init.size(); ++c)
+        inner += fmt::format("{}{} c{} = {};\n", pad(ind), ctype(e.init[c].dtype()), c, literal(e.init[c], dialect_));
+      inner += fmt::format("{}for (std::int64_t st = 0; st < {} - {}; ++st) {{\n{}{}", pad(ind), hi(e.dim), lo(e.dim),
+                           pad(ind + 1), level(e)) + body + pad(ind) + "}\n";
+    } else {
+      std::vector<std::string> values;
+      const int nout = static_cast<int>(k_.outputs.size());
+      for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, ind));
+      store_all(values, p, inner, ind);
+    }
+
+    std::string code = fmt::format("// kernel {}: '{}' ({})\nextern \"C\" __global__ void __launch_bounds__({}) {}(const ff_call* {} call) {{\n",
+                                   kidx_, k_.name, scan ? "scan" : "pointwise", launch.block_x, launch.symbol,
+                                   dialect_.restrict_qualifier);
+    code += bounds();
+    code += d_.text;
+    code += uses_error_ ? "  std::int32_t err = 0;\n" : "";
+    if (grid.empty()) {
+      code += "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n    {\n";
+    } else {
+      const Dimension& x = grid.back();
+      code += fmt::format("  const std::int64_t {} = {} + std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;\n", var(x),
+                          lo(x));
+      code += fmt::format("  if ({} < {}) {{\n", var(x), hi(x));
+      // The other dimensions, flattened (slowest first) and strided over by the blocks along y.
+      std::string rest = "std::int64_t(1)";
+      for (std::size_t a = 0; a + 1 < grid.size(); ++a) rest += fmt::format(" * ({} - {})", hi(grid[a]), lo(grid[a]));
+      code += fmt::format("    for (std::int64_t r = blockIdx.y; r < {}; r += gridDim.y) {{\n", rest);
+      if (grid.size() > 1) {
+        code += "      std::int64_t q = r;\n";
+        for (std::size_t a = grid.size() - 1; a-- > 0;) {
+          const Dimension& d = grid[a];
+          if (a == 0) {
+            code += fmt::format("      const std::int64_t {} = {} + q;\n", var(d), lo(d));
+          } else {
+            code += fmt::format("      const std::int64_t {0} = {1} + q % ({2} - {1});\n      q /= {2} - {1};\n", var(d),
+                                lo(d), hi(d));
+          }
+        }
+      }
+    }
+    // A braced body: a `continue` of the per-point code (a skipped neighbour) stays inside it.
+    code += inner + "    }\n  }\n";
+    code += uses_error_ ? "  if (err) atomicOr(reinterpret_cast<unsigned int*>(call->error), static_cast<unsigned int>(err));\n" : "";
+    return {code + "}\n\n", launch};
+  }
+
+ private:
+  std::string prefix_;
+};
+
+}  // namespace
+
+std::string cuda_preamble() {
+  // The values of std::numeric_limits, bit for bit (the reference and the CPU use those).
+  return R"(#include <fieldflow/abi.h>
+
+template <class T> struct ff_limits;
+template <> struct ff_limits<bool> {
+  static __device__ bool lowest() { return false; }
+  static __device__ bool max() { return true; }
+};
+template <> struct ff_limits<std::int32_t> {
+  static __device__ std::int32_t lowest() { return -2147483647 - 1; }
+  static __device__ std::int32_t max() { return 2147483647; }
+};
+template <> struct ff_limits<std::int64_t> {
+  static __device__ std::int64_t lowest() { return -9223372036854775807LL - 1; }
+  static __device__ std::int64_t max() { return 9223372036854775807LL; }
+};
+template <> struct ff_limits<float> {
+  static __device__ float lowest() { return -0x1.fffffep+127f; }
+  static __device__ float max() { return 0x1.fffffep+127f; }
+  static __device__ float infinity() { return __int_as_float(0x7f800000); }
+  static __device__ float quiet_NaN() { return __int_as_float(0x7fc00000); }
+};
+template <> struct ff_limits<double> {
+  static __device__ double lowest() { return -0x1.fffffffffffffp+1023; }
+  static __device__ double max() { return 0x1.fffffffffffffp+1023; }
+  static __device__ double infinity() { return __longlong_as_double(0x7ff0000000000000LL); }
+  static __device__ double quiet_NaN() { return __longlong_as_double(0x7ff8000000000000LL); }
+};
+
+)";
+}
+
+CudaSource generate_cuda_source(const ir::Schedule& s, const CudaCodegenOptions& options) {
+  const std::string& prefix = options.symbol_prefix;
+  const bool identifier = !prefix.empty() && !std::isdigit(static_cast<unsigned char>(prefix[0])) &&
+                          sanitize(prefix) == prefix;
+  FIELDFLOW_ASSERT(identifier, "symbol prefix '" + prefix + "' does not start a C identifier");
+  CudaSource out;
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    // Column groups (fuse_columns) are a CPU schedule: the pipeline does not form them for CUDA.
+    FIELDFLOW_ASSERT(s.kernels[k].column_group < 0, "a column group in a schedule lowered for CUDA");
+    Decls d;
+    auto [code, launch] = CudaKernelEmitter(s, static_cast<int>(k), d, prefix).emit();
+    out.body += code;
+    out.launches.push_back(std::move(launch));
+  }
+  out.source = fmt::format("// Generated by fieldflow from program '{}' (layout {}, cuda). Do not edit.\n", s.program.name,
+                           to_string(s.layout)) +
+               cuda_preamble() + out.body;
+  return out;
+}
+
+CudaGrid cuda_grid(const CudaLaunch& launch, const std::int64_t* dom) {
+  auto extent = [&](int axis) { return dom[2 * axis + 1] - dom[2 * axis]; };
+  // Like the CPU kernel's early return: an empty box along any loop dimension is no work.
+  for (int a = 0; a < launch.loop_dims; ++a)
+    if (extent(a) <= 0) return {};
+  std::int64_t rest = 1;
+  for (int a : launch.y_axes) rest *= extent(a);
+  const std::int64_t x = launch.x_axis < 0 ? 1 : extent(launch.x_axis);
+  return {(x + launch.block_x - 1) / launch.block_x, std::min(rest, cuda_max_grid_y)};
+}
+
+}  // namespace fieldflow::codegen

@@ -1,0 +1,54 @@
+#pragma once
+// CUDA C++ code generation for the cuda backend: one device-only source per schedule (NVRTC
+// compiles it in-process), plus the launch configuration of each kernel.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/schedule.h"
+
+namespace fieldflow::codegen {
+
+// How the runtime launches one kernel. Threads along x cover the kernel's unit-stride loop
+// dimension (coalesced loads and stores); the other loop dimensions are flattened and covered by
+// blocks along y, each block striding over them (the grid's y size is capped). A scan's own
+// dimension is not in the grid: each thread sweeps its column with the carry in registers.
+struct CudaLaunch {
+  std::string symbol;          // extern "C" __global__ function
+  int kernel = 0;              // index into Schedule::kernels (its box is in ff_call::domains)
+  int block_x = 128;           // threads per block (block y and z are 1)
+  int x_axis = -1;             // position in ir::kernel_loop_dims of the dimension along x; -1: one thread
+  std::vector<int> y_axes;     // positions of the dimensions flattened along y, slowest first
+  int loop_dims = 0;           // the kernel's loop dimensions (a scan's own one is not in the grid)
+};
+
+struct CudaCodegenOptions {
+  // Prefix of the kernels' symbols (`<prefix>kernel_<k>`): several programs can share one
+  // translation unit (an AOT library, or a batch compiled at once to check many programs).
+  std::string symbol_prefix = "ff_";
+};
+
+struct CudaSource {
+  std::string source;                // the translation unit NVRTC compiles: include, preamble, body
+  std::string body;                  // the kernels alone
+  std::vector<CudaLaunch> launches;  // in execution order
+};
+
+// Sizes, strides and boxes are read from an ff_call in device memory (the runtime copies the
+// descriptor before the launches), so one module serves every grid size, as on the CPU. Kernels
+// take `const ff_call*` and report failed in-kernel checks with atomicOr into call->error.
+CudaSource generate_cuda_source(const ir::Schedule& s, const CudaCodegenOptions& options = {});
+
+// What every CUDA translation unit has before the kernels (once, however many programs follow):
+// fieldflow/abi.h and ff_limits, the numeric_limits of device code (NVRTC has no <limits>).
+std::string cuda_preamble();
+
+// Launch grid of one kernel for a call's loop boxes (ff_call::domains): {x blocks, y blocks};
+// {0, 0} when the box is empty (the launch is skipped, like the CPU kernel's early return).
+struct CudaGrid {
+  std::int64_t x = 0, y = 0;
+};
+CudaGrid cuda_grid(const CudaLaunch& launch, const std::int64_t* kernel_domain);
+inline constexpr std::int64_t cuda_max_grid_y = 65535;
+
+}  // namespace fieldflow::codegen

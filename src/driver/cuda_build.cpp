@@ -1,0 +1,186 @@
+// The CUDA side of the compile driver; see cuda_build.h.
+#include "driver/cuda_build.h"
+
+#include <fmt/format.h>
+
+#include "driver/cpu_build.h"
+#include "fieldflow/abi.h"
+#include "fieldflow/device_errors.h"
+#include "passes/pipeline.h"
+#include "runtime/compiled_program.h"
+#include "toolchain/compiler.h"
+#include "toolchain/module_cache.h"
+#ifdef FIELDFLOW_WITH_CUDA
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/cuda_runner.h"
+#include "toolchain/nvrtc_compiler.h"
+#endif
+
+namespace fieldflow::driver {
+
+namespace {
+
+toolchain::ModuleCache cache_at(const std::string& dir) {
+  return toolchain::ModuleCache(dir.empty() ? std::filesystem::path{} : std::filesystem::path(dir));
+}
+
+// CUDA keywords defined away, the launch-grid variables as globals the launcher sets, and the
+// device intrinsics generated code uses, as their host equivalents.
+constexpr const char* emulation_prelude = R"(// Host emulation of a fieldflow CUDA module (tests without a device).
+#include <cmath>
+#include <math.h>
+#include <cstdint>
+#include <cstring>
+#define __global__
+#define __host__
+#define __device__
+#define __launch_bounds__(n)
+#define __restrict__ __restrict
+namespace {
+struct ff_dim3 { unsigned x = 0, y = 0, z = 0; };
+ff_dim3 blockIdx, threadIdx, blockDim, gridDim;
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline unsigned atomicOr(unsigned* p, unsigned v) { const unsigned old = *p; *p = old | v; return old; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, sizeof f); return f; }
+inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, sizeof d); return d; }
+}
+)";
+
+std::string emulation_launcher(const codegen::CudaSource& cuda, int max_grid_y) {
+  std::string s = fmt::format(R"(
+namespace {{
+// One launch: the grid of codegen::cuda_grid (with blocks along y capped at {0}), every block
+// and thread in turn.
+void ff_emulate(void (*kernel)(const ff_call*), const ff_call* call, int k, int block_x, int x_axis,
+                const int* y_axes, int n_y, int loop_dims) {{
+  const std::int64_t* dom = call->domains + k * 2 * FF_MAX_DIMS;
+  for (int a = 0; a < loop_dims; ++a)
+    if (dom[2 * a + 1] <= dom[2 * a]) return;
+  std::int64_t rest = 1;
+  for (int i = 0; i < n_y; ++i) rest *= dom[2 * y_axes[i] + 1] - dom[2 * y_axes[i]];
+  const std::int64_t x = x_axis < 0 ? 1 : dom[2 * x_axis + 1] - dom[2 * x_axis];
+  gridDim = {{static_cast<unsigned>((x + block_x - 1) / block_x), static_cast<unsigned>(rest < {0} ? rest : {0}), 1}};
+  blockDim = {{static_cast<unsigned>(block_x), 1, 1}};
+  for (unsigned by = 0; by < gridDim.y; ++by)
+    for (unsigned bx = 0; bx < gridDim.x; ++bx)
+      for (unsigned tx = 0; tx < blockDim.x; ++tx) {{
+        blockIdx = {{bx, by, 0}};
+        threadIdx = {{tx, 0, 0}};
+        kernel(call);
+      }}
+}}
+}}  // namespace
+
+extern "C" std::int32_t ff_abi_version(void) {{ return FF_ABI_VERSION; }}
+
+extern "C" std::int32_t ff_run(const ff_call* call) {{
+)", max_grid_y);
+  for (const auto& l : cuda.launches) {
+    std::string ys;
+    for (int a : l.y_axes) ys += fmt::format("{}, ", a);
+    s += fmt::format("  {{\n    static const int y_axes[] = {{{}-1}};\n    ff_emulate({}, call, {}, {}, {}, y_axes, {}, {});\n  }}\n",
+                     ys, l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axes.size(), l.loop_dims);
+    s += "  if (*call->error) return *call->error;\n";
+  }
+  return s + "  return *call->error;\n}\n";
+}
+
+}  // namespace
+
+CudaBuild build_cuda_source(const ir::Program& program, const CompileOptions& options, const std::string& symbol_prefix) {
+  CudaBuild out;
+  out.schedule = lower_for(program, options, Device::cuda);
+  codegen::CudaCodegenOptions co;
+  co.symbol_prefix = symbol_prefix;
+  out.source = codegen::generate_cuda_source(out.schedule, co);
+  return out;
+}
+
+bool cuda_built() {
+#ifdef FIELDFLOW_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+CudaBinary compile_cuda_binary(const std::string& name, const std::string& source, const std::string& arch,
+                               const std::string& cache_dir) {
+#ifdef FIELDFLOW_WITH_CUDA
+  CudaBinary out;
+  out.arch = arch.empty() ? runtime::cuda::device_arch_or(toolchain::default_cuda_arch) : arch;
+  toolchain::ModuleCache cache = cache_at(cache_dir);
+  const toolchain::CacheEntry entry = cache.get_or_build(
+      name, source, toolchain::nvrtc_build(name, out.arch),
+      fmt::format("{}abi{}cuda", passes::pipeline_description(), FF_ABI_VERSION));
+  out.path = entry.path.string();
+  out.cache_hit = entry.was_hit;
+  out.compile_seconds = entry.was_hit ? 0 : entry.compile_seconds;
+  return out;
+#else
+  (void)source;
+  (void)arch;
+  (void)cache_dir;
+  throw BackendUnavailableError(fmt::format(
+      "program '{}': backend cuda is not built into this fieldflow (configured without the CUDA toolkit, "
+      "FIELDFLOW_WITH_CUDA=OFF)", name));
+#endif
+}
+
+CompiledProgram compile_cuda(const ir::Program& program, const CompileOptions& options) {
+  check_options(program, options);  // option errors first, on any machine
+#ifdef FIELDFLOW_WITH_CUDA
+  std::string why;
+  if (runtime::cuda::device_count(&why) == 0)
+    throw BackendUnavailableError(fmt::format("program '{}': backend cuda needs a CUDA device, and this machine has "
+                                              "none usable ({})", program.name, why));
+  runtime::cuda::register_memory_backend(options.cuda_pool_release_threshold);
+  CudaBuild built = build_cuda_source(program, options);
+  const CudaBinary binary = compile_cuda_binary(program.name, built.source.source, options.cuda_arch, options.cache_dir);
+  CompiledProgram::Impl::Image image;
+  image.program = program;
+  image.options = options;
+  runtime::cuda::CudaRunnerOptions ro;
+  ro.program = program.name;
+  ro.cubin = toolchain::ModuleCache::read_artifact({"", binary.path, binary.cache_hit, 0, ""});
+  ro.launches = built.source.launches;
+  ro.buffers = program.params.size() + built.schedule.transients.size();
+  ro.stream = options.cuda_stream;
+  image.device = runtime::cuda::make_cuda_runner(std::move(ro));
+  image.schedule = std::move(built.schedule);
+  image.source = std::move(built.source.source);
+  image.compile_seconds = binary.compile_seconds;
+  image.cache_hit = binary.cache_hit;
+  return CompiledProgram(std::make_unique<CompiledProgram::Impl>(std::move(image)));
+#else
+  throw BackendUnavailableError(fmt::format(
+      "program '{}': backend cuda is not built into this fieldflow (configured without the CUDA toolkit, "
+      "FIELDFLOW_WITH_CUDA=OFF)", program.name));
+#endif
+}
+
+CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_y) {
+  FIELDFLOW_ASSERT(max_grid_y >= 1, "the emulated grid needs at least one block along y");
+  const std::string static_key = check_options(program, options);
+  CudaBuild built = build_cuda_source(program, options);
+  CompiledProgram::Impl::Image image;
+  image.program = program;
+  image.options = options;
+  image.options.backend = Backend::cpu;  // the CPU runtime runs the emulated module
+  image.schedule = std::move(built.schedule);
+  // The GPU's transients live on the host here: same sizes, offsets and live ranges.
+  for (auto& t : image.schedule.transients) t.storage = Storage::host_heap;
+  image.source = std::string(emulation_prelude) + codegen::cuda_preamble() + built.source.body +
+                 emulation_launcher(built.source, max_grid_y);
+  toolchain::ModuleCache cache = cache_at(options.cache_dir);
+  auto loaded = cache.get_or_load(program.name, image.source, toolchain::default_compiler_config(false),
+                                  fmt::format("{}abi{}cuda-emulation static:{}", passes::pipeline_description(),
+                                              FF_ABI_VERSION, static_key));
+  image.module.emplace(std::move(loaded.module));
+  image.entry = reinterpret_cast<std::int32_t (*)(const ff_call*)>(image.module->symbol("ff_run"));
+  image.compile_seconds = loaded.entry.was_hit ? 0 : loaded.entry.compile_seconds;
+  image.cache_hit = loaded.entry.was_hit;
+  return CompiledProgram(std::make_unique<CompiledProgram::Impl>(std::move(image)));
+}
+
+}  // namespace fieldflow::driver

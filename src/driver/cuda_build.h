@@ -1,0 +1,50 @@
+#pragma once
+// The CUDA side of the compile driver: lowering for the GPU and generating CUDA C++ (always
+// available: it only writes text), compiling it with NVRTC into the cache (builds with
+// FIELDFLOW_WITH_CUDA), and the host emulation of a CUDA module that the CPU-only tests run.
+#include <string>
+
+#include "codegen/cuda/generate_cuda.h"
+#include "fieldflow/compile.h"
+#include "ir/schedule.h"
+
+namespace fieldflow::driver {
+
+struct CudaBuild {
+  ir::Schedule schedule;  // lowered for Device::cuda: transients in gpu_global, no column groups
+  codegen::CudaSource source;
+};
+CudaBuild build_cuda_source(const ir::Program& program, const CompileOptions& options,
+                            const std::string& symbol_prefix = "ff_");
+
+// Whether this fieldflow was built with the CUDA toolkit (NVRTC and the CUDA runtime).
+bool cuda_built();
+
+// Compiles a CUDA translation unit with NVRTC through the module cache of `cache_dir` (empty: the
+// default) for `arch` (empty: the device's, else sm_90) and returns the cache entry's path and
+// whether it was a hit. Throws BackendUnavailableError without CUDA support, CompileError with
+// NVRTC's log.
+struct CudaBinary {
+  std::string path;
+  std::string arch;
+  bool cache_hit = false;
+  double compile_seconds = 0;
+};
+CudaBinary compile_cuda_binary(const std::string& name, const std::string& source, const std::string& arch,
+                               const std::string& cache_dir);
+
+// Backend::cuda: throws BackendUnavailableError naming the reason when this build has no CUDA or
+// the machine no device.
+CompiledProgram compile_cuda(const ir::Program& program, const CompileOptions& options);
+
+// The generated kernels run on the host: the CUDA source is compiled by the system C++ compiler
+// after a prelude that defines the CUDA keywords away and provides blockIdx / threadIdx /
+// blockDim / gridDim, and a generated ff_run launches every kernel by looping over its grid and
+// blocks, one thread after the other. The schedule is the one the GPU gets, with its transients
+// in host memory, so the CPU runtime binds, checks and runs it as it runs a CPU module: the
+// generated indexing (the thread-to-point mapping, partial blocks, the blocks striding along y,
+// scans' columns) is executed and compared with the reference without a device. `max_grid_y`
+// caps the blocks along y (the GPU's cap is 65535) so that small tests stride too.
+CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_y = 3);
+
+}  // namespace fieldflow::driver

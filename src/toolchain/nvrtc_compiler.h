@@ -1,0 +1,30 @@
+#pragma once
+// Compiling generated CUDA C++ in-process with NVRTC (no nvcc process per program) into a CUDA
+// binary for one architecture. Built only when fieldflow is configured with CUDA
+// (FIELDFLOW_WITH_CUDA); needs the CUDA toolkit's NVRTC, not a device.
+#include <string>
+#include <vector>
+
+#include "toolchain/module_cache.h"
+
+namespace fieldflow::toolchain {
+
+// The architecture generated code is compiled for when neither an option nor a device says
+// otherwise (H100/H200).
+inline constexpr const char* default_cuda_arch = "sm_90";
+
+// NVRTC's options for generated code: the architecture (a real one, "sm_90", so the result is a
+// cubin), C++17, no FMA contraction (like the CPU's -ffp-contract=off: the reference computes
+// a * b + c with two roundings), IEEE division and square root, and the folder of fieldflow/abi.h.
+std::vector<std::string> nvrtc_options(const std::string& arch);
+
+// "NVRTC <major>.<minor>": part of every CUDA cache key.
+std::string nvrtc_identity();
+
+// Compiles `source` to a cubin. Throws CompileError with NVRTC's log, naming the program.
+std::string nvrtc_compile(const std::string& program_name, const std::string& source, const std::string& arch);
+
+// The cache's in-process build for one program and architecture.
+InProcessBuild nvrtc_build(const std::string& program_name, const std::string& arch);
+
+}  // namespace fieldflow::toolchain

@@ -1,0 +1,178 @@
+// The CUDA backend without a device: every built-in program's generated kernels run under host
+// emulation (the launch grid looped over on the CPU) and equal the reference bit for bit, in both
+// layouts, at sizes with partial blocks, several blocks along x and blocks striding along y; the
+// generated CUDA compiles with NVRTC (in one batch, and through the module cache); the launch
+// grid; and Backend::cuda's errors on a machine without a device.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "codegen/cuda/generate_cuda.h"
+#include "driver/cuda_build.h"
+#include "fieldflow/device_errors.h"
+#include "fieldflow/examples.h"
+#include "support/backend_harness.h"
+#include "support/example_cases.h"
+#include "support/cuda_harness.h"
+#ifdef FIELDFLOW_WITH_CUDA
+#include "runtime/cuda/cuda_device.h"
+#endif
+
+namespace fieldflow {
+namespace {
+
+using testing_support::same_bits;
+
+using Case = testing_support::ExampleCase;
+
+class CudaExamples : public ::testing::TestWithParam<Case> {};
+
+CompileOptions options_for(Layout layout) {
+  CompileOptions o;
+  o.layout = layout;
+  return o;
+}
+
+// Sizes: partial blocks everywhere (no extent is a multiple of 64 or 128); 131 levels give two
+// blocks along x when the vertical dimension is unit-stride; the emulation caps the blocks along
+// y at 3, so every kernel with more than 3 rows strides; and the bounded mesh has skip values.
+TEST_P(CudaExamples, EmulatedKernelsEqualReferenceBitwise) {
+  const auto& ex = examples::example(GetParam().name);
+  const Layout layout = GetParam().layout;
+  CompiledProgram prog = driver::compile_cuda_emulated(ex.program, options_for(layout));
+  std::vector<examples::ExampleSize> sizes = {{13, 7, 5}, {5, 3, 131}};
+  if (ex.unstructured) sizes.push_back({7, 5, 7, true});
+  else sizes.push_back({130, 3, 4});  // two blocks along I when it is unit-stride
+  for (const examples::ExampleSize& size : sizes) {
+    auto ref = ex.make_instance(size, layout, 5);
+    auto emu = ex.make_instance(size, layout, 5);
+    run_reference(ex.program, ref.arguments());
+    prog(emu.arguments());
+    for (auto& [name, field] : ref.fields)
+      EXPECT_TRUE(same_bits(field, emu.fields.at(name), ex.name + "." + name))
+          << "size " << size.nx << "x" << size.ny << "x" << size.nk << (size.bounded ? " (bounded mesh)" : "");
+  }
+}
+
+// What the generated source promises: one __global__ function per kernel and a launch for each,
+// no OpenMP, neighbour tables read through __ldg, scans sweep their dimension inside the thread.
+TEST_P(CudaExamples, GeneratedSourceHasOneKernelPerScheduleKernel) {
+  const auto& ex = examples::example(GetParam().name);
+  const driver::CudaBuild b = driver::build_cuda_source(ex.program, options_for(GetParam().layout));
+  const std::string& src = b.source.source;
+  std::size_t globals = 0;
+  for (std::size_t at = src.find("__global__"); at != std::string::npos; at = src.find("__global__", at + 1)) ++globals;
+  EXPECT_EQ(globals, b.schedule.kernels.size());
+  ASSERT_EQ(b.source.launches.size(), b.schedule.kernels.size());
+  EXPECT_EQ(src.find("omp"), std::string::npos);
+  EXPECT_EQ(src.find("cudaMalloc"), std::string::npos) << "generated code never allocates";
+  bool tables = false, scans = false;
+  for (std::size_t k = 0; k < b.schedule.kernels.size(); ++k) {
+    tables |= !b.schedule.kernels[k].connectivities.empty();
+    scans |= b.schedule.kernels[k].kind == ir::KernelKind::scan;
+    EXPECT_EQ(b.schedule.kernels[k].column_group, -1) << "column groups are CPU-only";
+  }
+  if (tables) {
+    EXPECT_NE(src.find("__ldg(&t"), std::string::npos);
+  }
+  if (scans) {
+    EXPECT_NE(src.find("for (std::int64_t st = 0;"), std::string::npos);
+  }
+  for (const auto& l : b.source.launches) {
+    // x is the layout's unit-stride dimension among the grid's.
+    if (l.x_axis < 0) continue;
+    const auto dims = ir::kernel_loop_dims(b.schedule, b.schedule.kernels[l.kernel]);
+    const Dimension x = dims[l.x_axis];
+    if (GetParam().layout == Layout::horizontal_fastest) {
+      EXPECT_NE(x.kind, DimKind::vertical) << l.symbol;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CudaExamples, ::testing::ValuesIn(testing_support::all_example_cases()),
+                         testing_support::example_case_name);
+
+// Every built-in program in both layouts, as one NVRTC translation unit.
+TEST(CudaNvrtc, EveryBuiltInProgramCompiles) {
+  if (!driver::cuda_built()) GTEST_SKIP() << "fieldflow was built without the CUDA toolkit (no NVRTC)";
+  testing_support::NvrtcBatch batch;
+  for (const auto& ex : examples::all_examples())
+    for (Layout l : {Layout::vertical_fastest, Layout::horizontal_fastest}) batch.add(ex.program, options_for(l));
+  EXPECT_EQ(batch.compile_all(), "");
+}
+
+// One program through the module cache: a cubin entry, a hit the second time, NVRTC's errors as
+// CompileError naming the program, and an architecture that is not a real one refused.
+TEST(CudaNvrtc, CompilesThroughTheModuleCache) {
+  if (!driver::cuda_built()) GTEST_SKIP() << "fieldflow was built without the CUDA toolkit (no NVRTC)";
+  const auto& ex = examples::example("laplacian");
+  const std::string dir = ::testing::TempDir() + "cuda-cache-test";
+  std::filesystem::remove_all(dir);
+  const std::string src = driver::build_cuda_source(ex.program, options_for(Layout::horizontal_fastest)).source.source;
+  const driver::CudaBinary first = driver::compile_cuda_binary("laplacian", src, "sm_90", dir);
+  EXPECT_FALSE(first.cache_hit);
+  EXPECT_EQ(first.arch, "sm_90");
+  std::ifstream in(first.path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 64u);
+  EXPECT_EQ(bytes.substr(1, 3), "ELF");
+  EXPECT_TRUE(bytes.find("ff_kernel_0") != std::string::npos) << "the cubin holds the kernels' symbols";
+  const driver::CudaBinary second = driver::compile_cuda_binary("laplacian", src, "sm_90", dir);
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(second.path, first.path);
+  try {
+    driver::compile_cuda_binary("broken", src + "\nthis is not CUDA;\n", "sm_90", dir);
+    ADD_FAILURE() << "NVRTC accepted a broken source";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("program 'broken'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nvrtcCompileProgram"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(driver::compile_cuda_binary("laplacian", src, "compute_90", dir), OptionError);
+  std::filesystem::remove_all(dir);
+}
+
+// The grid the runtime launches: partial blocks round up, blocks along y are capped, an empty box
+// along any loop dimension (a scan's own included) launches nothing.
+TEST(CudaLaunch, GridCoversTheBoxWithPartialBlocks) {
+  codegen::CudaLaunch l;
+  l.block_x = 128;
+  l.x_axis = 2;
+  l.y_axes = {0, 1};
+  l.loop_dims = 3;
+  const std::int64_t dom[] = {0, 10, -1, 6, 0, 129};  // 10 x 7 x 129
+  const codegen::CudaGrid g = codegen::cuda_grid(l, dom);
+  EXPECT_EQ(g.x, 2);
+  EXPECT_EQ(g.y, 70);
+  const std::int64_t big[] = {0, 1000, 0, 1000, 0, 1};
+  EXPECT_EQ(codegen::cuda_grid(l, big).y, codegen::cuda_max_grid_y);
+  const std::int64_t empty[] = {0, 10, 3, 3, 0, 129};
+  EXPECT_EQ(codegen::cuda_grid(l, empty).x, 0);
+  codegen::CudaLaunch scan = l;  // a scan over dim 1: not in the grid, but an empty one is no work
+  scan.y_axes = {0};
+  EXPECT_EQ(codegen::cuda_grid(scan, empty).x, 0);
+  EXPECT_EQ(codegen::cuda_grid(scan, dom).y, 10);
+}
+
+// Backend::cuda on this machine: a typed error saying why when there is no device (or no CUDA in
+// this build); with a device the GPU checks are in scripts/gpu-check.sh.
+TEST(CudaBackend, WithoutADeviceCompileSaysWhy) {
+#ifdef FIELDFLOW_WITH_CUDA
+  std::string why;
+  if (runtime::cuda::device_count(&why) > 0) GTEST_SKIP() << "a CUDA device is present: see scripts/gpu-check.sh";
+#endif
+  CompileOptions o;
+  o.backend = Backend::cuda;
+  try {
+    compile(examples::example("laplacian").program, o);
+    ADD_FAILURE() << "compile for cuda succeeded without a device";
+  } catch (const BackendUnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find("program 'laplacian'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(parse_backend("cuda"), Backend::cuda);
+  EXPECT_EQ(to_string(Backend::cuda), "cuda");
+}
+
+}  // namespace
+}  // namespace fieldflow

@@ -1,0 +1,156 @@
+#pragma once
+// The CUDA backend's checks without a device (test_cuda_codegen, test_reference_cuda): generated
+// kernels executed under host emulation (driver::compile_cuda_emulated) against the reference,
+// and generated CUDA compiled with NVRTC. Sources to compile are collected during the run and
+// compiled as one translation unit at its end (one NVRTC start-up for all programs).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "driver/cuda_build.h"
+#include "fieldflow/compile.h"
+#include "fieldflow/reference.h"
+#include "support/backend_harness.h"
+#ifdef FIELDFLOW_WITH_CUDA
+#include "runtime/cuda/cuda_device.h"
+#include "toolchain/nvrtc_compiler.h"
+#endif
+
+namespace fieldflow::testing_support {
+
+// Whether a CUDA device can run Backend::cuda here (asked once).
+inline bool device_present() {
+#ifdef FIELDFLOW_WITH_CUDA
+  static const bool present = runtime::cuda::device_count() > 0;
+  return present;
+#else
+  return false;
+#endif
+}
+
+// Kernel bodies waiting for the batch compile, each with its own symbol prefix.
+class NvrtcBatch {
+ public:
+  static NvrtcBatch& instance() {
+    static NvrtcBatch b;
+    return b;
+  }
+  void add(const ir::Program& p, const CompileOptions& options) {
+    std::lock_guard lock(mutex_);
+    const std::string prefix = "p" + std::to_string(bodies_.size()) + "_";
+    bodies_.push_back("// program '" + p.name + "'\n" + driver::build_cuda_source(p, options, prefix).source.body);
+  }
+  std::size_t size() const { return bodies_.size(); }
+  // Compiles everything added; returns "" or NVRTC's error.
+  std::string compile_all(const std::string& arch = "sm_90") {
+#ifdef FIELDFLOW_WITH_CUDA
+    std::string tu = codegen::cuda_preamble();
+    for (const auto& b : bodies_) tu += b;
+    try {
+      const std::string cubin = toolchain::nvrtc_compile("batch", tu, arch);
+      if (cubin.size() < 64 || cubin.compare(1, 3, "ELF") != 0) return "NVRTC returned no ELF cubin";
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+#else
+    (void)arch;
+    return "";
+#endif
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> bodies_;
+};
+
+// Registered once per test binary: the batch compile when every test has run.
+class NvrtcBatchEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    NvrtcBatch& b = NvrtcBatch::instance();
+    if (!driver::cuda_built()) {
+      std::printf("[ SKIPPED  ] NVRTC batch of %zu programs: fieldflow was built without the CUDA toolkit\n", b.size());
+      return;
+    }
+    const std::string error = b.compile_all();
+    EXPECT_EQ(error, "") << "the generated CUDA of the run's programs does not compile";
+    std::printf("[ NVRTC    ] %zu programs' CUDA compiled in one translation unit: %s\n", b.size(),
+                error.empty() ? "ok" : "FAILED");
+  }
+};
+
+inline void register_nvrtc_batch() {
+  static const bool once = [] {
+    ::testing::AddGlobalTestEnvironment(new NvrtcBatchEnvironment);
+    return true;
+  }();
+  (void)once;
+}
+
+// The reference on copies of the fields; then the generated CUDA kernels: on a device when there
+// is one (Backend::cuda, on further copies), and under host emulation on `args` itself (the test
+// then checks the values in its own fields). Same bits in every field, or the same kind of error.
+// Compiled for the layout the fields use; fields of mixed layouts are refused (LayoutError), and
+// then only the reference runs. FIELDFLOW_TEST_NO_EMULATION=1 (scripts/gpu-check.sh) leaves the
+// emulation out, and the device run is then the one on `args`.
+inline void compare_cuda_emulation_with_reference(const ir::Program& p, const Arguments& args) {
+  register_nvrtc_batch();
+  const ReferenceOutcome ref = run_reference_on_copies(p, args);
+  const FieldPairs& pairs = ref.pairs;
+  const std::type_info* ref_error = ref.error;
+  const std::exception_ptr ref_exception = ref.exception;
+  const std::optional<Layout> layout = common_layout(args);
+  if (!layout) {
+    run_reference(p, args);
+    return;
+  }
+  CompileOptions options;
+  options.layout = *layout;
+  NvrtcBatch::instance().add(p, options);
+  // One compiled run compared with the reference; on `run_args`, whose fields pair with `ref`'s.
+  auto check = [&](const char* what, const std::function<void()>& run,
+                   const FieldPairs& mine, bool rethrow) {
+    try {
+      run();
+    } catch (const Error& e) {
+      EXPECT_TRUE(ref_error && *ref_error == typeid(e))
+          << what << " raised " << typeid(e).name() << " (" << e.what() << ") but the reference "
+          << (ref_error ? std::string("raised ") + ref_error->name() : std::string("succeeded"));
+      if (!rethrow) return;
+      if (ref_exception) std::rethrow_exception(ref_exception);
+      throw;
+    }
+    EXPECT_EQ(ref_error, nullptr) << "the reference raised " << (ref_error ? ref_error->name() : "") << " but "
+                                  << what << " succeeded";
+    for (std::size_t f = 0; f < mine.size() && !ref_error; ++f)
+      EXPECT_EQ(std::memcmp(mine[f].second->data(), pairs[f].second->data(), pairs[f].second->bytes()), 0)
+          << what << " differs from the reference in field " << pairs[f].first->describe();
+  };
+  FieldPairs originals;
+  for (const auto& [original, copy] : pairs) originals.push_back({original, original});
+  const bool emulate = std::getenv("FIELDFLOW_TEST_NO_EMULATION") == nullptr;
+  if (device_present()) {
+    CompileOptions on_device = options;
+    on_device.backend = Backend::cuda;
+    if (emulate) {
+      std::list<Field> mine;
+      FieldPairs my_pairs;
+      Arguments my_args = copy_arguments(args, mine, my_pairs);
+      check("the CUDA device", [&] { compile(p, on_device)(my_args); }, my_pairs, false);
+    } else {
+      check("the CUDA device", [&] { compile(p, on_device)(args); }, originals, true);
+    }
+  }
+  if (emulate) check("emulated CUDA", [&] { driver::compile_cuda_emulated(p, options)(args); }, originals, true);
+  if (!emulate && !device_present()) run_reference(p, args);
+}
+
+}  // namespace fieldflow::testing_support
