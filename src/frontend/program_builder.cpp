@@ -92,6 +92,10 @@ void ProgramBuilder::call(const std::string& op, const Expr& value, std::vector<
     collect(value);
     st.expr = make_tuple(leaves).node();
   }
+  // A one-element tuple (a one-field tuple parameter, make_tuple of one value) is written as its
+  // element: passes and backends take a statement's value to be a tuple exactly when it has
+  // several outputs.
+  if (Expr flat(st.expr); flat.type().is_tuple() && flat.type().elements.size() == 1) st.expr = flat[0].node();
   // Outputs may be tuples of fields (nested, or a tuple parameter): they stand for their leaves in
   // depth-first order, like the value's components; the structure must match the value's.
   std::function<void(const ir::ExprPtr&)> add_output = [&](const ir::ExprPtr& o) {
@@ -112,6 +116,8 @@ void ProgramBuilder::call(const std::string& op, const Expr& value, std::vector<
     for (const Expr& o : outputs) want.elements.push_back(o.type());
     if (outputs.size() == 1) want = outputs[0].type();
     std::function<bool(const ir::Type&, const ir::Type&)> same_shape = [&](const ir::Type& a, const ir::Type& b) {
+      if (a.is_tuple() && a.elements.size() == 1) return same_shape(a.elements[0], b);  // (x) is x
+      if (b.is_tuple() && b.elements.size() == 1) return same_shape(a, b.elements[0]);
       if (a.is_tuple() != b.is_tuple() || a.elements.size() != b.elements.size()) return false;
       for (std::size_t i = 0; i < a.elements.size(); ++i)
         if (!same_shape(a.elements[i], b.elements[i])) return false;

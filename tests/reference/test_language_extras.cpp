@@ -162,6 +162,31 @@ TEST(TupleParameters, ReadAndWrittenAsTuples) {
   EXPECT_TRUE(matches(sp, [&](const Index& x) { return std::sqrt(v(u, x) * v(u, x) + v(w, x) * v(w, x)); }));
 }
 
+// A one-element tuple is its element (found by fuzz_program_builder: a call whose value was
+// the one-field tuple parameter reached code generation as a tuple and failed with an untyped
+// std::out_of_range). As a value, as an output, or both.
+TEST(TupleParameters, OneElementTuplesAreTheirElement) {
+  ProgramBuilder pb("one_tuples");
+  Expr one = pb.tuple_field("one", {{{I, K}, DType::float64}});
+  Expr a = pb.field("a", {I, K}, DType::float64);
+  Expr o = pb.field("o", {I, K}, DType::float64);
+  Expr out = pb.tuple_field("out", {{{I, K}, DType::float64}});
+  pb.call("from_tuple", one, {o}, full());
+  pb.call("to_tuple", a * 2.0, {out}, full());
+  pb.call("tuple_to_tuple", make_tuple({make_tuple({o + a})}), {out}, full());
+  const ir::Program prog = pb.build();
+  for (const auto& st : prog.stmts) EXPECT_FALSE(st.expr->type.is_tuple()) << st.op;
+  Field u = ik(DType::float64, 21), fa = ik(DType::float64, 22), fo = ik(), r = ik();
+  run_program(prog, Arguments().tuple("one", {&u}).field("a", fa).field("o", fo).tuple("out", {&r}));
+  EXPECT_TRUE(matches(fo, [&](const Index& x) { return v(u, x); }));
+  EXPECT_TRUE(matches(r, [&](const Index& x) { return v(u, x) + v(fa, x); }));
+  // A one-element tuple does not stand for several values.
+  ProgramBuilder bad("one_tuples_bad");
+  Expr two = bad.tuple_field("two", {{{I, K}, DType::float64}, {{I, K}, DType::float64}});
+  Expr single = bad.tuple_field("single", {{{I, K}, DType::float64}});
+  EXPECT_ERROR(ProgramError, bad.call("c", two, {single}, full()), "call 'c'", "tuple structure");
+}
+
 TEST(TupleParameters, MistakesAreNamed) {
   ProgramBuilder pb("tuple_params_bad");
   Expr uv = pb.tuple_field("uv", {{{I, K}, DType::float64}, {{I, K}, DType::float32}});
