@@ -5,13 +5,15 @@
 # (build/fuzz/corpus/<target>/), and prints executions, coverage and findings per target.
 # A crashing input is saved as build/fuzz/findings/<target>/crash-*; reproduce it with
 #   build/fuzz/tests/fuzz/libfuzzer/<target> build/fuzz/findings/<target>/crash-...
-# Extra arguments go to every target (e.g. -jobs=2). Exit status 1 if any target found something.
+# Extra arguments go to every target (e.g. -jobs=2); FIELDFLOW_FUZZ_TARGETS="t1 t2" runs only those.
+# Exit status 1 if any target found something.
 # See docs/reliability.md. (The differential program fuzzer is scripts/fuzz-programs.sh.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=(fuzz_program_builder fuzz_call_binding fuzz_memory_options fuzz_cache_dir)
+if [ -n "${FIELDFLOW_FUZZ_TARGETS:-}" ]; then read -r -a targets <<<"$FIELDFLOW_FUZZ_TARGETS"; fi
 scripts/install-deps.sh
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target "${targets[@]}"
