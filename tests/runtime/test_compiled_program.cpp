@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <omp.h>
 #include <thread>
 
 #include "fieldflow/compile.h"
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
+#include "fieldflow/examples.h"
 #include "fieldflow/reference.h"
 #include "support/backend_harness.h"
 
@@ -165,6 +167,53 @@ TEST(CompiledProgram, AbsurdSizesAreATypedErrorNotAWrappedByteCount) {
   const auto req = compiled.workspace_requirements({{"n", std::int64_t(1) << 20}});
   ASSERT_EQ(req.size(), 1u);
   EXPECT_EQ(req[0].bytes, ((std::size_t(1) << 20) + 1) * 8 / 256 * 256 + 256);
+}
+
+// A host that calls fieldflow from inside its own OpenMP parallel region (a model threading over
+// blocks, one instance per thread): every call's worksharing loops must bind to a team of the
+// call's own, not to the host's team, both when a call is small enough to stay on the calling
+// thread and when it is large enough to ask for threads (nested parallelism is off: a team of one).
+TEST(CompiledProgram, CallsFromInsideAHostParallelRegionEqualTheReference) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "libgomp is not instrumented: its barriers read as races under ThreadSanitizer";
+#endif
+  constexpr int host_threads = 3;
+  for (const auto& ex : examples::all_examples())
+    for (const std::int64_t threshold : {std::int64_t(0), std::int64_t(1) << 40}) {
+      SCOPED_TRACE(ex.name + ", parallel_threshold " + std::to_string(threshold));
+      CompileOptions o = testing_support::cpu_options();
+      o.num_threads = 2;
+      o.parallel_threshold = threshold;
+      const examples::ExampleSize size{9, 6, 4, ex.unstructured};
+      examples::ExampleInstance expected = ex.make_instance(size, Layout::vertical_fastest, 11);
+      run_reference(ex.program, expected.arguments());
+      std::vector<CompiledProgram> programs;
+      std::vector<examples::ExampleInstance> given;
+      for (int t = 0; t < host_threads; ++t) {
+        programs.push_back(compile(ex.program, o));
+        given.push_back(ex.make_instance(size, Layout::vertical_fastest, 11));
+      }
+      std::vector<std::string> errors(host_threads);
+      int team = 0;
+#pragma omp parallel num_threads(host_threads)
+      {
+        const int t = omp_get_thread_num();
+#pragma omp single
+        team = omp_get_num_threads();
+        try {
+          programs[static_cast<std::size_t>(t)](given[static_cast<std::size_t>(t)].arguments());
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(t)] = e.what();
+        }
+      }
+      ASSERT_EQ(team, host_threads) << "the host region did not start its threads";
+      for (int t = 0; t < host_threads; ++t) {
+        EXPECT_EQ(errors[static_cast<std::size_t>(t)], "") << "host thread " << t;
+        for (const auto& name : expected.outputs)
+          EXPECT_TRUE(same_bits(expected.fields.at(name), given[static_cast<std::size_t>(t)].fields.at(name),
+                                name + " of host thread " + std::to_string(t)));
+      }
+    }
 }
 
 }  // namespace

@@ -16,31 +16,52 @@ namespace {
 using ir::Expr;
 using ir::ExprKind;
 
+// The entry of a kernel or column group `name`, whose work `name`_team runs on every thread of a
+// team. Threads start only when there is enough work to pay for waking them (a few
+// microseconds); the threshold is a call field (CompileOptions::parallel_threshold), so tests can
+// force the parallel path on small sizes with the same module. Below it the team function runs on
+// the calling thread without a parallel region: libgomp builds a one-thread team (an allocation
+// and a free) for every region, even one whose `if` clause is false, which was about half the
+// instructions of a 1-point call. Its orphaned worksharing loops then run every iteration. Called
+// from inside the host's own active parallel region, an orphaned loop would bind to the host's
+// team, so there a one-thread region is still opened.
+std::string dispatcher(const std::string& name, const std::string& bounds, const std::string& work) {
+  return fmt::format("static void {0}(const ff_call* call) {{\n{1}"
+                     "  const bool spread = {2} > call->parallel_threshold && call->num_threads > 1;\n"
+                     "  if (spread || omp_in_parallel()) {{\n"
+                     "#pragma omp parallel num_threads(spread ? call->num_threads : 1)\n"
+                     "    {0}_team(call);\n"
+                     "  }} else {{\n"
+                     "    {0}_team(call);\n"
+                     "  }}\n}}\n\n",
+                     name, bounds, work);
+}
+
 // A kernel as OpenMP loop nests around the shared per-point code.
 class KernelEmitter : public PointEmitter {
  public:
   KernelEmitter(const ir::Schedule& s, int kidx, Decls& decls) : PointEmitter(s, kidx, decls, cpu_dialect()) {}
 
-  // A standalone kernel: one function with its own parallel loop nest.
+  // A standalone kernel: a function that each thread of the team runs (its loops are orphaned
+  // worksharing constructs), started by a dispatcher (see dispatcher()). A zero-dimensional
+  // kernel computes one value on the calling thread.
   std::string emit() {
+    const bool zero_dimensional = k_.kind == ir::KernelKind::pointwise && loop_dims_.empty();
     std::string body = k_.kind == ir::KernelKind::scan ? emit_scan() : emit_pointwise();
-    std::string head = fmt::format("// kernel {}: '{}' ({})\nstatic void kernel_{}(const ff_call* call) {{\n", kidx_,
-                                   k_.name, k_.kind == ir::KernelKind::scan ? "scan" : "pointwise", kidx_);
-    head += bounds();
-    head += fmt::format("  for (int a = 0; a < {}; ++a) if (dom{}[2 * a + 1] <= dom{}[2 * a]) return;\n",
-                        loop_dims_.size(), kidx_, kidx_);
+    std::string head = fmt::format("// kernel {}: '{}' ({})\nstatic void kernel_{}{}(const ff_call* call) {{\n", kidx_,
+                                   k_.name, k_.kind == ir::KernelKind::scan ? "scan" : "pointwise", kidx_,
+                                   zero_dimensional ? "" : "_team");
+    head += bounds() + empty_return();
     head += d_.text;
-    return head + body + "}\n\n";
+    std::string code = head + body + "}\n\n";
+    if (!zero_dimensional) code += dispatcher(fmt::format("kernel_{}", kidx_), bounds() + empty_return(), points());
+    return code;
   }
 
-  // Threads start only when there is enough work to pay for waking them (a few microseconds):
-  // small calls, like those of a tiny program in a time loop, run on the calling thread. The
-  // threshold is a call field (CompileOptions::parallel_threshold), so tests can force the
-  // parallel path on small sizes with the same module.
-  std::string parallel_clauses() const {
-    return fmt::format(" num_threads(call->num_threads) if({} > call->parallel_threshold)", points());
+  std::string empty_return() const {
+    return fmt::format("  for (int a = 0; a < {}; ++a) if (dom{}[2 * a + 1] <= dom{}[2 * a]) return;\n",
+                       loop_dims_.size(), kidx_, kidx_);
   }
-
 
   // One column of this kernel inside a column group (fuse_columns): the horizontal loop
   // variables belong to the group; the vertical loop is this kernel's own.
@@ -95,12 +116,21 @@ class KernelEmitter : public PointEmitter {
       return indent_nested(code + "  {\n" + inner + "  }\n" + (report.empty() ? "" : "  " + report));
     }
     if (n == 1) {
+      // This thread's share of the loop: OpenMP's static schedule written out, so that the
+      // vector loop reduces failed checks into the thread's own `err` (a worksharing loop may
+      // only reduce into a variable shared by the team).
+      const Dimension& d = order[0];
       code += uses_error_ ? "  std::int32_t err = 0;\n" : "";
-      code += "#pragma omp parallel for simd schedule(static)" + parallel_clauses() + red + "\n" +
-              loop(order[0], 1) + inner + "  }\n" + (report.empty() ? "" : "  " + report);
+      code += fmt::format("  const std::int64_t n_ = {1} - {0}, nt_ = omp_get_num_threads(), t_ = omp_get_thread_num();\n"
+                          "  const std::int64_t q_ = n_ / nt_, r_ = n_ % nt_;\n"
+                          "  const std::int64_t b_ = {0} + t_ * q_ + (t_ < r_ ? t_ : r_), e_ = b_ + q_ + (t_ < r_ ? 1 : 0);\n",
+                          lo(d), hi(d));
+      code += "#pragma omp simd" + red + "\n" +
+              fmt::format("  for (std::int64_t {0} = b_; {0} < e_; ++{0}) {{\n", var(d)) + inner + "  }\n" +
+              (report.empty() ? "" : "  " + report);
       return indent_nested(code);
     }
-    code += "#pragma omp parallel" + parallel_clauses() + "\n  {\n";
+    code += "  {\n";
     code += uses_error_ ? "    std::int32_t err = 0;\n" : "";
     code += n > 2 ? fmt::format("#pragma omp for collapse({}) schedule(static)\n", n - 1)
                   : std::string("#pragma omp for schedule(static)\n");
@@ -125,7 +155,7 @@ class KernelEmitter : public PointEmitter {
     const Point p = loop_point();
     const int ind = vertical_inner ? h + 3 : h + 4;
     const std::string body = scan_level(p, ind);
-    std::string code = "#pragma omp parallel" + parallel_clauses() + "\n  {\n";
+    std::string code = "  {\n";
     code += uses_error_ ? "    std::int32_t err = 0;\n" : "";
     if (vertical_inner) {
       // Column by column: the carry stays in registers along the sequential vertical sweep.
@@ -210,10 +240,13 @@ std::string emit_column_group(const ir::Schedule& s, int first, int last) {
   }
   bool err = false;
   for (auto& k : kernels) err |= k->uses_error();
-  std::string code = fmt::format("// kernels {}..{}: column group\nstatic void group_{}(const ff_call* call) {{\n", first,
-                                 last, first);
-  for (auto& k : kernels) code += k->bounds();
-  code += d.text;
+  std::string bounds;
+  for (auto& k : kernels) bounds += k->bounds();
+  std::string work = "std::int64_t(0)";
+  for (auto& k : kernels) work += " + " + k->points();
+  std::string code = fmt::format("// kernels {}..{}: column group\nstatic void group_{}_team(const ff_call* call) {{\n",
+                                 first, last, first);
+  code += bounds + d.text;
   // The union of the non-empty kernel boxes (an empty box must not widen it).
   for (const auto& dim : horizontal) {
     const std::string v = KernelEmitter::var(dim);
@@ -223,10 +256,7 @@ std::string emit_column_group(const ir::Schedule& s, int first, int last) {
       code += fmt::format("  if ({0} > 0) {{ lo_g_{1} = std::min(lo_g_{1}, {2}); hi_g_{1} = std::max(hi_g_{1}, {3}); }}\n",
                           k->points(), v, k->lo(dim), k->hi(dim));
   }
-  std::string work = "std::int64_t(0)";
-  for (auto& k : kernels) work += " + " + k->points();
   code += fmt::format("  if ({} == 0) return;\n", work);
-  code += fmt::format("#pragma omp parallel num_threads(call->num_threads) if({} > call->parallel_threshold)\n", work);
   code += "  {\n    const std::int64_t tid = omp_get_thread_num();\n";
   code += d.column_locals;
   code += err ? "    std::int32_t err = 0;\n" : "";
@@ -237,7 +267,8 @@ std::string emit_column_group(const ir::Schedule& s, int first, int last) {
   code += columns;
   for (int a = h - 1; a >= 0; --a) code += pad_text(2 + a) + "}\n";
   code += err ? "    if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n" : "";
-  return code + "  }\n}\n\n";
+  code += "  }\n}\n\n";
+  return code + dispatcher(fmt::format("group_{}", first), bounds + fmt::format("  if ({} == 0) return;\n", work), work);
 }
 
 }  // namespace
