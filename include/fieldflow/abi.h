@@ -66,9 +66,6 @@ typedef struct ff_call {
 } ff_call;
 
 #ifdef __cplusplus
-#if !defined(__CUDACC_RTC__)
-#include <cmath>
-#endif
 /* Scalar semantics shared by the reference executor and generated code, so both compute the
  * same bits: integer division by zero is 0 (no trap inside a model's time loop), negation wraps,
  * minimum/maximum are std::min/std::max (the second operand wins only if strictly smaller/larger,
@@ -120,7 +117,8 @@ template <class T> FF_HD inline T ff_pow(T a, T b) {
 #if defined(__GNUC__)
   __asm__("" : "+m"(b));
 #endif
-  return static_cast<T>(std::pow(a, b));
+  if constexpr (sizeof(T) == sizeof(float)) return __builtin_powf(a, b); /* std::pow's own builtins */
+  else return __builtin_pow(a, b);
 #endif
 }
 /* The argument of a libm call (exp, sin, tanh, ...), hidden from the optimizer: GCC folds such calls
@@ -161,6 +159,42 @@ template <class T> FF_HD inline T ff_ipow(T a, T b) {
   return static_cast<T>(result);
 }
 }  // namespace fieldflow::abi
+
+#if !defined(__CUDACC__)
+/* libm for generated CPU code, without <cmath>: parsing <cmath> was half of the compile time of a
+ * module (0.28 of about 0.5 s of CPU). Each overload is the compiler builtin that libstdc++'s
+ * std:: overload of the same name calls, so the machine code is the same: the builtins of exp, sin,
+ * ... are calls of libm's exp, sin, ..., and those of sqrt, floor, fabs, ... single instructions. */
+namespace fieldflow::abi::math {
+#define FF_MATH_UNARY(name, builtin)                                  \
+  inline double name(double x) { return __builtin_##builtin(x); }     \
+  inline float name(float x) { return __builtin_##builtin##f(x); }
+FF_MATH_UNARY(abs, fabs)
+FF_MATH_UNARY(sqrt, sqrt)
+FF_MATH_UNARY(cbrt, cbrt)
+FF_MATH_UNARY(exp, exp)
+FF_MATH_UNARY(log, log)
+FF_MATH_UNARY(sin, sin)
+FF_MATH_UNARY(cos, cos)
+FF_MATH_UNARY(tan, tan)
+FF_MATH_UNARY(asin, asin)
+FF_MATH_UNARY(acos, acos)
+FF_MATH_UNARY(atan, atan)
+FF_MATH_UNARY(sinh, sinh)
+FF_MATH_UNARY(cosh, cosh)
+FF_MATH_UNARY(tanh, tanh)
+FF_MATH_UNARY(tgamma, tgamma)
+FF_MATH_UNARY(floor, floor)
+FF_MATH_UNARY(ceil, ceil)
+FF_MATH_UNARY(trunc, trunc)
+#undef FF_MATH_UNARY
+inline double fmod(double a, double b) { return __builtin_fmod(a, b); }
+inline float fmod(float a, float b) { return __builtin_fmodf(a, b); }
+template <class T> inline bool isnan(T x) { return __builtin_isnan(x); }
+template <class T> inline bool isinf(T x) { return __builtin_isinf(x); }
+template <class T> inline bool isfinite(T x) { return __builtin_isfinite(x); }
+}  // namespace fieldflow::abi::math
+#endif
 #endif
 
 #endif /* FIELDFLOW_ABI_H */

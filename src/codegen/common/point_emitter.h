@@ -16,7 +16,7 @@ namespace fieldflow::codegen {
 
 // Where the two targets' C++ dialects differ. Everything else of the per-point text is one code.
 struct Dialect {
-  std::string math = "std::";                   // prefix of libm functions (sqrt, exp, fmod, isnan, ...)
+  std::string math = "fieldflow::abi::math::";  // prefix of libm functions (sqrt, exp, fmod, isnan, ...)
   std::string limits = "std::numeric_limits";   // numeric_limits template
   std::string restrict_qualifier = "__restrict";
   bool read_only_tables = false;                // neighbour tables loaded through __ldg (GPU read-only path)
