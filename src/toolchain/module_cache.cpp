@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <tuple>
@@ -50,6 +51,18 @@ void append_field(std::string& buffer, std::string_view field) {
   buffer.append(field);
 }
 
+// The generated prelude every module includes (<fieldflow/abi.h>, found like the compiler finds it:
+// the first -I folder that has it): its helpers define results (integer division, pow, bounds), so
+// a changed header must not reuse modules compiled against the old one.
+std::string prelude_of(const std::vector<std::string>& flags) {
+  for (const auto& flag : flags) {
+    if (flag.rfind("-I", 0) != 0 || flag.size() == 2) continue;
+    std::ifstream in(fs::path(flag.substr(2)) / "fieldflow" / "abi.h", std::ios::binary);
+    if (in) return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return "";
+}
+
 std::string make_key(const std::string& source, const std::string& identity,
                      const std::vector<std::string>& flags, const std::string& extra_key) {
   std::string buffer;
@@ -62,6 +75,7 @@ std::string make_key(const std::string& source, const std::string& identity,
   append_field(buffer, std::to_string(flags.size()));
   for (const auto& flag : flags) append_field(buffer, flag);
   append_field(buffer, extra_key);
+  append_field(buffer, prelude_of(flags));
   const XXH128_hash_t hash = XXH3_128bits(buffer.data(), buffer.size());
   return fmt::format("{:016x}{:016x}", hash.high64, hash.low64);
 }

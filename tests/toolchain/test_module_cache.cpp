@@ -126,6 +126,25 @@ TEST(CompilerConfigTest, SanitizedLibraryCompilesSanitizedModules) {
 #endif
 }
 
+// Modules include <fieldflow/abi.h>, whose helpers define results: a changed header is a new key.
+TEST(CompilerConfigTest, KeyFollowsThePreludeHeader) {
+  const fs::path dir = fs::temp_directory_path() / ("fieldflow-test-prelude-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "fieldflow");
+  const auto write_header = [&](const std::string& text) { std::ofstream(dir / "fieldflow" / "abi.h") << text; };
+  CompilerConfig config = default_compiler_config();
+  config.flags.erase(std::remove_if(config.flags.begin(), config.flags.end(),
+                                    [](const std::string& f) { return f.rfind("-I", 0) == 0; }),
+                     config.flags.end());
+  config.flags.push_back("-I" + dir.string());
+  ModuleCache cache(fs::temp_directory_path() / "fieldflow-test-unused");
+  write_header("#define FF_ABI_VERSION 4\n");
+  const std::string before = cache.key_for("int x;", config, "");
+  EXPECT_EQ(cache.key_for("int x;", config, ""), before);
+  write_header("#define FF_ABI_VERSION 4\n/* ff_div changed */\n");
+  EXPECT_NE(cache.key_for("int x;", config, ""), before);
+  fs::remove_all(dir);
+}
+
 TEST(CompilerConfigTest, EnvironmentChoosesCompilerAndIncludeDir) {
   {
     ScopedEnv ff("FIELDFLOW_CXX", "my-ff-cxx");
