@@ -307,11 +307,12 @@ void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
       domains[k * 2 * FF_MAX_DIMS + 2 * a] = box.lo[axis];
       domains[k * 2 * FF_MAX_DIMS + 2 * a + 1] = std::max(box.lo[axis], box.hi[axis]);
     }
-    // Neighbour tables are read at the loop index of their source dimension.
+    // Neighbour tables are read at the loop index of their source dimension; a kernel whose box
+    // is empty along any axis (no vertical levels, say) reads no table at all.
     for (const auto& cname : s.kernels[k].connectivities) {
       const ir::Param* prm = s.program.find(cname);
       const int axis = box.axis(prm->conn.source);
-      if (axis < 0 || box.hi[axis] <= box.lo[axis]) continue;
+      if (axis < 0 || box.count() == 0) continue;
       const std::int64_t n = new_sizes.at(ir::location_size_symbol(prm->conn.source));
       if (box.lo[axis] < 0 || box.hi[axis] > n)
         throw DomainError(fmt::format("program '{}', call '{}': reads connectivity '{}' along {} over [{}, {}), outside "

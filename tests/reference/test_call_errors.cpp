@@ -323,6 +323,32 @@ TEST_F(TableErrors, TableShorterThanTheDomain) {
   EXPECT_TRUE(untouched());
 }
 
+// Found by fuzz_call_binding: with an empty vertical range a call reads nothing, so a table
+// shorter than its Edge range is no error. The reference accepted it; compiled code checked the
+// table along Edge alone and refused the call.
+TEST_F(TableErrors, EmptyDomainReadsNoTable) {
+  ProgramBuilder pb("empty_levels");
+  Expr fvk = pb.field("fvk", {Vertex, K}, DType::float64);
+  Expr outk = pb.field("outk", {Edge, K}, DType::float64);
+  Expr nk = pb.scalar("nk", DType::int32);
+  pb.call("edge_sum", neighbor_sum(fvk(E2V), E2V), {outk}, {{Edge, 0, static_cast<int>(mesh.n_edges)}, {K, 0, nk}});
+  const ir::Program p = pb.build();
+  NeighborTable shorter = mesh.table("E2V");
+  shorter.n_source -= 2;
+  shorter.data.resize(shorter.data.size() - 4);
+  Field fvk_({Vertex, K}, DType::float64, {mesh.n_vertices, 2}), outk_({Edge, K}, DType::float64, {mesh.n_edges, 2});
+  fill_pattern(fvk_, 5);
+  outk_.fill(kSentinel);
+  const auto before = snapshot(outk_);
+  const auto args = [&](int levels) {
+    return Arguments().field("fvk", fvk_).field("outk", outk_).connectivity("E2V", shorter).scalar("nk", levels);
+  };
+  run_program(p, args(0));
+  EXPECT_TRUE(same_values(snapshot(outk_), before));
+  EXPECT_ERROR(DomainError, run_program(p, args(2)), "call 'edge_sum'", "connectivity 'E2V'", "outside its table");
+  EXPECT_TRUE(same_values(snapshot(outk_), before));
+}
+
 // Found by fuzz_call_binding: the reference accepted tables that disagree on a location's size,
 // which compiled code refused; both now refuse them in the shared binding.
 TEST_F(TableErrors, TablesDisagreeingOnALocationSize) {
