@@ -59,13 +59,27 @@ SymExpr SymExpr::symbol(const std::string& name) {
 }
 
 namespace {
+// Bounds are int64 arithmetic that wraps, like the language's integers (fieldflow/abi.h) and the
+// generated code's evaluation of the same bounds (PointEmitter::sym): a bound far outside any
+// field is then refused by the extent checks, never undefined behaviour.
+std::int64_t wrap_add(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+}
+std::int64_t wrap_mul(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+}
+// |k| as printed after a sign: exact for INT64_MIN too.
+std::uint64_t magnitude(std::int64_t k) {
+  return k < 0 ? std::uint64_t(0) - static_cast<std::uint64_t>(k) : static_cast<std::uint64_t>(k);
+}
+
 // One non-affine step on int64 values, with the helpers generated code uses (generate_cpu's sym_op).
 std::int64_t apply(SymOpKind kind, std::int64_t a, std::int64_t b) {
   switch (kind) {
     case SymOpKind::div: return abi::ff_div(a, b);
     case SymOpKind::floor_divide: return abi::ff_floordiv(a, b);
     case SymOpKind::mod: return abi::ff_mod(a, b);
-    case SymOpKind::mul: return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+    case SymOpKind::mul: return wrap_mul(a, b);
     case SymOpKind::min: return abi::ff_min(a, b);
     case SymOpKind::max: return abi::ff_max(a, b);
   }
@@ -77,14 +91,14 @@ std::int64_t SymExpr::evaluate(const std::map<std::string, std::int64_t>& values
   std::int64_t v = constant;
   for (const auto& [name, k] : terms) {
     if (auto op = ops.find(name); op != ops.end()) {
-      v += k * apply(op->second->kind, op->second->a.evaluate(values), op->second->b.evaluate(values));
+      v = wrap_add(v, wrap_mul(k, apply(op->second->kind, op->second->a.evaluate(values), op->second->b.evaluate(values))));
       continue;
     }
     auto it = values.find(name);
     if (it == values.end())
       throw ArgumentError(fmt::format("domain bound {} needs scalar parameter '{}', which was not given",
                                       to_string(), name));
-    v += k * it->second;
+    v = wrap_add(v, wrap_mul(k, it->second));
   }
   return v;
 }
@@ -93,11 +107,11 @@ std::string SymExpr::to_string() const {
   std::string s;
   for (const auto& [name, k] : terms) {
     if (s.empty()) s = k == 1 ? name : k == -1 ? "-" + name : fmt::format("{}*{}", k, name);
-    else s += k == 1 ? " + " + name : k == -1 ? " - " + name : fmt::format(" {} {}*{}", k < 0 ? '-' : '+', std::abs(k), name);
+    else s += k == 1 ? " + " + name : k == -1 ? " - " + name : fmt::format(" {} {}*{}", k < 0 ? '-' : '+', magnitude(k), name);
   }
   if (s.empty()) return fmt::format("{}", constant);
   if (constant > 0) s += fmt::format(" + {}", constant);
-  if (constant < 0) s += fmt::format(" - {}", -constant);
+  if (constant < 0) s += fmt::format(" - {}", magnitude(constant));
   return s;
 }
 
@@ -120,12 +134,12 @@ std::vector<std::string> SymExpr::parameters() const {
 namespace {
 SymExpr combine(SymExpr a, const SymExpr& b, std::int64_t sign) {
   a.ops.insert(b.ops.begin(), b.ops.end());
-  a.constant += sign * b.constant;
+  a.constant = wrap_add(a.constant, wrap_mul(sign, b.constant));
   for (const auto& [name, k] : b.terms) {
     // Lambdas capture a copy of the binding's reference: clang before 16 cannot capture structured bindings.
     auto it = std::find_if(a.terms.begin(), a.terms.end(), [&term = name](auto& t) { return t.first == term; });
-    if (it == a.terms.end()) a.terms.push_back({name, sign * k});
-    else it->second += sign * k;
+    if (it == a.terms.end()) a.terms.push_back({name, wrap_mul(sign, k)});
+    else it->second = wrap_add(it->second, wrap_mul(sign, k));
   }
   std::erase_if(a.terms, [](auto& t) { return t.second == 0; });
   std::sort(a.terms.begin(), a.terms.end());
@@ -136,8 +150,8 @@ SymExpr combine(SymExpr a, const SymExpr& b, std::int64_t sign) {
 SymExpr operator+(SymExpr a, const SymExpr& b) { return combine(std::move(a), b, 1); }
 SymExpr operator-(SymExpr a, const SymExpr& b) { return combine(std::move(a), b, -1); }
 SymExpr operator*(SymExpr a, std::int64_t k) {
-  a.constant *= k;
-  for (auto& t : a.terms) t.second *= k;
+  a.constant = wrap_mul(a.constant, k);
+  for (auto& t : a.terms) t.second = wrap_mul(t.second, k);
   std::erase_if(a.terms, [](auto& t) { return t.second == 0; });
   return a;
 }

@@ -2,6 +2,8 @@
 // (SymExpr arithmetic, printing, evaluation) and IR traversal.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <set>
 #include <string>
@@ -258,6 +260,23 @@ TEST(SymExpr, TermsCombineAndCancel) {
   EXPECT_TRUE((n * 0 + 4).is_constant());
   EXPECT_EQ((n * 0 + 4).to_string(), "4");
   EXPECT_EQ((n + 1) - (n - 1), ir::SymExpr(2));
+}
+
+// Found by fuzz_program_builder (UBSan: signed overflow): bounds wrap like the language's int64
+// arithmetic, in building, printing and evaluating alike.
+TEST(SymExpr, ArithmeticWrapsLikeInt64) {
+  constexpr std::int64_t big = std::int64_t(1) << 62, lowest = std::numeric_limits<std::int64_t>::min();
+  const ir::SymExpr n = ir::SymExpr::symbol("n");
+  const ir::SymExpr e = n + big + big;  // the constant wraps to 2^63 = INT64_MIN
+  EXPECT_EQ(e.constant, lowest);
+  EXPECT_EQ(e.to_string(), "n - 9223372036854775808");
+  EXPECT_EQ(e.evaluate({{"n", 5}}), lowest + 5);
+  EXPECT_EQ(e.evaluate({{"n", -1}}), std::numeric_limits<std::int64_t>::max());
+  const ir::SymExpr scaled = n * big * 4;  // the coefficient wraps to 0: the term cancels
+  EXPECT_TRUE(scaled.is_constant());
+  const ir::SymExpr k = n * lowest;
+  EXPECT_EQ(k.to_string(), "-9223372036854775808*n");
+  EXPECT_EQ(k.evaluate({{"n", 3}}), lowest);  // 3 * 2^63 wraps to 2^63
 }
 
 TEST(SymExpr, EqualityIsStructural) {

@@ -216,5 +216,26 @@ TEST(CompiledProgram, CallsFromInsideAHostParallelRegionEqualTheReference) {
     }
 }
 
+// A concat_where bound whose constant wraps (n + 2^62 + 2^62 is n - 2^63): the module evaluates it
+// with the same wrapping arithmetic as the reference (no signed overflow on either side).
+TEST(CompiledProgram, WrappingBoundsAgreeWithTheReference) {
+  constexpr std::int64_t big = std::int64_t(1) << 62;
+  ProgramBuilder pb("wrapping_bound");
+  Expr a = pb.field("a", {I}, DType::float64), out = pb.field("out", {I}, DType::float64);
+  Expr n = pb.scalar("n", DType::int64);
+  // I >= n - 2^63 holds everywhere for n >= 0; with n = -1 the bound wraps to INT64_MAX.
+  pb.call("pick", concat_where(I >= n + big + big, a, -a), {out}, {{I, 0, 10}});
+  const ir::Program program = pb.build();
+  auto compiled = compile(program, testing_support::cpu_options());
+  for (const std::int64_t nv : {std::int64_t(3), std::int64_t(-1)}) {
+    Field fa = ramp(10, 0.5), got = ramp(10, 0.0), want = ramp(10, 0.0);
+    compiled(Arguments().field("a", fa).field("out", got).scalar("n", nv));
+    run_reference(program, Arguments().field("a", fa).field("out", want).scalar("n", nv));
+    EXPECT_TRUE(same_bits(want, got, "out with n = " + std::to_string(nv)));
+    for (std::int64_t i = 0; i < 10; ++i)
+      EXPECT_EQ(got.get_as_double(i), (nv >= 0 ? 1.0 : -1.0) * fa.get_as_double(i)) << "n = " << nv << ", I = " << i;
+  }
+}
+
 }  // namespace
 }  // namespace fieldflow

@@ -192,13 +192,15 @@ std::string PointEmitter::use_scalar(const std::string& name) {
   return v;
 }
 
+// A bound in wrapping int64 arithmetic (unsigned, converted back), as SymExpr::evaluate computes it.
 std::string PointEmitter::sym(const ir::SymExpr& e) {
-  std::string s = fmt::format("std::int64_t({}LL)", e.constant);
+  std::string s = fmt::format("{}ULL", static_cast<unsigned long long>(e.constant));
   for (const auto& [name, k] : e.terms) {
     auto op = e.ops.find(name);
-    s += fmt::format(" + std::int64_t({}) * {}", k, op == e.ops.end() ? use_scalar(name) : sym_op(*op->second));
+    s += fmt::format(" + {}ULL * static_cast<unsigned long long>({})", static_cast<unsigned long long>(k),
+                     op == e.ops.end() ? use_scalar(name) : sym_op(*op->second));
   }
-  return "(" + s + ")";
+  return "std::int64_t(" + s + ")";
 }
 
 // A non-affine step of a bound, with the helpers SymExpr::evaluate uses (same integer results).
