@@ -1,4 +1,5 @@
 // Concrete extents of a schedule for one call's sizes (see schedule.h).
+#include <algorithm>
 #include <fmt/format.h>
 #include <limits>
 #include <tuple>
@@ -12,6 +13,12 @@ namespace {
 
 constexpr std::int64_t empty_lo = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t empty_hi = std::numeric_limits<std::int64_t>::min();
+// The indices a call may loop over: beyond any field, and far enough from int64's ends that the
+// program's shifts added to them cannot overflow. Bounds evaluate in wrapping arithmetic
+// (SymExpr::evaluate), so a huge size scalar must be refused here, not added to.
+constexpr std::int64_t max_index = std::int64_t(1) << 62;
+// A concat_where bound beyond every index compares like this one (restrict adds 1 to it).
+constexpr std::int64_t far_bound = max_index + (max_index >> 1);
 
 // An axis nobody reads ([max, min) while the walk unites reads, or hi < lo) becomes [0, 0).
 void make_empty_axes_zero(Box& b) {
@@ -70,7 +77,8 @@ bool restrict_box(const Kernel& kern, const std::vector<std::pair<int, bool>>& c
     const Condition& c = kern.conditions[ci];
     const int a = sub.axis(c.dim);
     if (a < 0) continue;
-    auto [lo, hi] = restrict(sub.lo[a], sub.hi[a], c.cmp, c.bound.evaluate(sizes), outcome);
+    const std::int64_t bound = std::clamp(c.bound.evaluate(sizes), -far_bound, far_bound);
+    auto [lo, hi] = restrict(sub.lo[a], sub.hi[a], c.cmp, bound, outcome);
     if (hi <= lo) return false;
     sub.lo[a] = lo;
     sub.hi[a] = hi;
@@ -90,8 +98,9 @@ std::int64_t Box::count() const {
   std::int64_t n = 1;
   bool saturated = false;
   for (std::size_t a = 0; a < dims.size(); ++a) {
-    const std::int64_t extent = hi[a] > lo[a] ? hi[a] - lo[a] : 0;
-    if (extent == 0) return 0;
+    if (hi[a] <= lo[a]) return 0;
+    std::int64_t extent = 0;
+    if (__builtin_sub_overflow(hi[a], lo[a], &extent)) extent = std::numeric_limits<std::int64_t>::max();
     saturated |= __builtin_mul_overflow(n, extent, &n);
   }
   return saturated ? std::numeric_limits<std::int64_t>::max() : n;  // too many to count is still "not empty"
@@ -118,6 +127,15 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
         box.dims.push_back(r.dim);
         box.lo.push_back(r.lo.evaluate(sizes));
         box.hi.push_back(r.hi.evaluate(sizes));
+      }
+      if (box.count() == 0) {
+        for (std::size_t a = 0; a < box.dims.size(); ++a) box.lo[a] = box.hi[a] = 0;  // runs nowhere
+      } else {
+        for (std::size_t a = 0; a < box.dims.size(); ++a)
+          if (box.lo[a] < -max_index || box.hi[a] > max_index)
+            throw DomainError(fmt::format("program '{}', call '{}': domain along {} is [{}, {}), beyond the indices a "
+                                          "call can address: expected bounds within +-2^62", s.program.name,
+                                          s.program.stmts.at(kern.stmt).op, box.dims[a].name, box.lo[a], box.hi[a]));
       }
       // A statement kernel that writes a transient (a double buffer) writes its whole box.
       if (box.count() > 0)

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <limits>
 #include <omp.h>
 #include <thread>
 
@@ -162,6 +163,17 @@ TEST(CompiledProgram, AbsurdSizesAreATypedErrorNotAWrappedByteCount) {
   }
   EXPECT_THROW(compiled.memory_plan(absurd), DomainError);
   EXPECT_THROW(compiled.prepare(absurd), DomainError);
+  // Found by fuzz_memory_options (UBSan: signed overflow adding a shift to INT64_MAX): sizes beyond
+  // the addressable indices are refused before any index arithmetic.
+  for (const std::int64_t n : {std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()}) {
+    try {
+      compiled.workspace_requirements({{"n", n}});
+      if (n > 0) ADD_FAILURE() << "workspace_requirements accepted n = " << n;
+    } catch (const DomainError& e) {
+      EXPECT_NE(std::string(e.what()).find("call 'smooth'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("2^62"), std::string::npos) << e.what();
+    }
+  }
   EXPECT_EQ(allocator_calls, 0);
   // Sizes that fit are still planned exactly: 2^20 + 2 points of t.
   const auto req = compiled.workspace_requirements({{"n", std::int64_t(1) << 20}});
