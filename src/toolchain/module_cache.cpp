@@ -153,7 +153,10 @@ std::string utc_now_iso8601() {
 std::uintmax_t directory_size(const fs::path& dir) {
   std::uintmax_t total = 0;
   std::error_code ec;
-  for (const auto& item : fs::recursive_directory_iterator(dir, ec)) {
+  // Advanced with error codes: an entry cleared by another process while it is being listed
+  // ends the walk instead of throwing filesystem_error (found by fuzz_cache_dir).
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::directory_entry& item = *it;
     std::error_code size_ec;
     if (item.is_regular_file(size_ec)) {
       const auto size = item.file_size(size_ec);
@@ -725,7 +728,8 @@ std::vector<CacheListing> ModuleCache::list() const {
                                  directory_.string(), ec.message()));
   }
   const std::string folder_problem = trust_problem();
-  for (const auto& item : it) {
+  for (const fs::directory_iterator end; !ec && it != end; it.increment(ec)) {
+    const fs::directory_entry& item = *it;
     const std::string key = item.path().filename().string();
     std::error_code type_ec;
     if (!is_key(key) || !item.is_directory(type_ec)) continue;

@@ -23,6 +23,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <typeinfo>
 #include <vector>
 
 #include <fmt/format.h>
@@ -693,6 +694,39 @@ TEST_F(CacheHardeningTest, DamagedMetadataIsListedShownAndRebuiltNeverThrownRaw)
     EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
     EXPECT_FALSE(read_text(meta).empty());  // the rebuilt entry's own metadata
   }
+}
+
+// Found by fuzz_cache_dir: list() walking an entry while another process clears it threw
+// std::filesystem_error ("cannot increment recursive directory iterator") instead of listing
+// what was left. A race, so the test races for a second: entries with nested folders appear and
+// vanish while list() runs; it returns or throws a CacheError, nothing else.
+TEST_F(CacheHardeningTest, ListingWhileEntriesVanishNeverThrowsRaw) {
+  ModuleCache cache(cache_dir_);
+  (void)cache.get_or_build("answer", kAnswer42, config_, "");
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    const fs::path entry = cache_dir_ / std::string(32, 'a');
+    while (!stop.load()) {
+      std::error_code ec;
+      fs::create_directories(entry / "x" / "y" / "z", ec);
+      for (int f = 0; f < 8; ++f) std::ofstream(entry / "x" / "y" / std::to_string(f)) << "data";
+      fs::remove_all(entry, ec);
+    }
+  });
+  int listings = 0;
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+       std::chrono::steady_clock::now() < until; ++listings) {
+    try {
+      (void)cache.list();
+    } catch (const CacheError&) {
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "list() threw " << typeid(e).name() << ": " << e.what();
+      break;
+    }
+  }
+  stop = true;
+  churn.join();
+  EXPECT_GT(listings, 0);
 }
 
 // ---- (9) fault injection: the compiler and the cache folder fail, then recover -------------------
