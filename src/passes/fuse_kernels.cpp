@@ -78,10 +78,14 @@ void fuse_kernels(ir::Schedule& s) {
     }
     std::vector<ir::ExprPtr> a_parts = components(a), b_parts = components(b);
     // The later kernel takes the earlier one's values directly instead of re-reading them.
+    // post_order lists raw nodes of `part`'s tree as it was: `original` keeps them alive while
+    // `part` is replaced by rebuilt trees (found by the whole suite under ASan: use after free).
     for (auto& part : b_parts)
-      for (std::size_t o = 0; o < a.outputs.size(); ++o)
-        for (const ir::Expr* e : ir::post_order(part))
+      for (std::size_t o = 0; o < a.outputs.size(); ++o) {
+        const ir::ExprPtr original = part;
+        for (const ir::Expr* e : ir::post_order(original))
           if (e->kind == ir::ExprKind::field_ref && e->name == a.outputs[o]) part = ir::replace_node(part, e, a_parts[o]);
+      }
     std::vector<std::string> outputs;
     std::vector<ir::ExprPtr> values;
     for (std::size_t o = 0; o < a.outputs.size(); ++o) {
