@@ -179,11 +179,21 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
         slot_lo = l >= 0 ? sub.lo[l] : 0;
         slot_hi = l >= 0 ? sub.hi[l] : c->conn.max_neighbors;
       }
-      if (fs.source.kind == DimAccess::Kind::loop && a >= 0)
-        out.table_rows.push_back({fs.connectivity, k, sub.lo[a] + fs.source.min_offset, sub.hi[a] + fs.source.max_offset,
-                                  slot_lo, slot_hi});
-      else
+      const DimAccess& d = fs.source;
+      const int r = d.kind == DimAccess::Kind::table && !d.hops.empty() ? sub.axis(d.root) : -1;
+      if (d.kind == DimAccess::Kind::loop && a >= 0) {
+        out.table_rows.push_back({fs.connectivity, k, sub.lo[a] + d.min_offset, sub.hi[a] + d.max_offset, slot_lo, slot_hi});
+      } else if (r >= 0 && resolve) {
+        // Rows reached through other tables: the rows those tables give (found by fuzz_call_binding:
+        // an E2V longer than the edges V2E names, its extra rows -1, was refused, while the
+        // reference reads only the rows it reaches). A bounding range of them.
+        const ConcreteExtents::TablePath path{d.hops, sub.lo[r] + d.root_min, sub.hi[r] + d.root_max, d.min_offset,
+                                              d.max_offset};
+        if (const auto range = resolve(path))
+          out.table_rows.push_back({fs.connectivity, k, range->first, range->second, slot_lo, slot_hi});
+      } else {
         out.table_rows.push_back({fs.connectivity, k, 0, -1, slot_lo, slot_hi});
+      }
     }
     for (const Access& acc : kern.accesses) {
       Box sub = box;

@@ -80,7 +80,7 @@ struct Kernel {
   struct FixedShift {
     std::string connectivity;
     int index = 0;                            // -1: a local field written outside a reduction
-    DimAccess source;                         // loop: rows from the loop box; table: any row
+    DimAccess source;                         // loop: rows from the loop box; table: the rows its hops reach
     std::vector<std::pair<int, bool>> constraints;
   };
   std::vector<FixedShift> fixed_shifts;

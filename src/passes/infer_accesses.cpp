@@ -59,7 +59,8 @@ void infer_accesses(ir::Schedule& s) {
                              const ir::Coord* src = p.find(e.conn.source);
                              FIELDFLOW_ASSERT(src, "neighbour shift without its source");
                              k.fixed_shifts.push_back({e.conn.name, static_cast<int>(e.offset),
-                                                       {e.conn.source, src->kind, src->offset, src->offset, 0, {}, {}, 0, 0},
+                                                       {e.conn.source, src->kind, src->offset, src->offset, 0, src->hops, src->root,
+                                                        src->root_offset, src->root_offset},
                                                        p.constraints});
                            }
                          }

@@ -349,6 +349,45 @@ TEST_F(TableErrors, EmptyDomainReadsNoTable) {
   EXPECT_TRUE(same_values(snapshot(outk_), before));
 }
 
+// Found by fuzz_call_binding: a fixed-index shift reached through another table (E2V[0] of the
+// edges V2E names) reads only the rows that table reaches. An E2V with extra rows of -1 that no
+// vertex names is fine; compiled code checked every row of E2V and refused it.
+TEST_F(TableErrors, FixedShiftThroughATableChecksOnlyTheRowsItReaches) {
+  const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 6);
+  ProgramBuilder pb("edge_ends");
+  Expr fv = pb.field("fv", {Vertex}, DType::float64);
+  Expr outv = pb.field("outv", {Vertex}, DType::float64);
+  const Expr first_end = named("first_end", fv(E2V[0]));
+  pb.call("sum_first_ends", neighbor_sum(first_end(V2E), V2E), {outv}, {{Vertex, 0, static_cast<int>(mesh.n_vertices)}});
+  const ir::Program p = pb.build();
+  const NeighborTable& e2v = mesh.table("E2V");
+  std::vector<std::int32_t> longer(e2v.data.begin(), e2v.data.end());
+  longer.insert(longer.end(), 4, -1);  // two more edges, both ends missing
+  const NeighborTable e2v_longer = NeighborTable::view("E2V", "Edge", "Vertex", e2v.n_source + 2, e2v.n_target, 2,
+                                                       longer.data(), 2, 1);
+  const NeighborTable& v2e = mesh.table("V2E");
+  std::vector<std::int32_t> v2e_entries(v2e.data.begin(), v2e.data.end());
+  const auto v2e_view = [&] {
+    return NeighborTable::view("V2E", "Vertex", "Edge", v2e.n_source, v2e.n_target + 2, 6, v2e_entries.data(), 6, 1);
+  };
+  Field got({Vertex}, DType::float64, {mesh.n_vertices});
+  got.fill(kSentinel);
+  run_program(p, Arguments().field("fv", fv_).field("outv", got).connectivity("E2V", e2v_longer)
+                     .connectivity("V2E", v2e_view()));
+  EXPECT_TRUE(matches(got, [&](const Index& x) {
+    double sum = 0;
+    for (int n = 0; n < 6; ++n) sum += fv_.at<double>({e2v(v2e(x[0], n), 0)});
+    return sum;
+  }));
+  // Naming one of the extra edges reaches its -1: refused by both.
+  v2e_entries[0] = static_cast<std::int32_t>(e2v.n_source);
+  const auto before = snapshot(got);
+  EXPECT_ERROR(DomainError, run_program(p, Arguments().field("fv", fv_).field("outv", got)
+                                               .connectivity("E2V", e2v_longer).connectivity("V2E", v2e_view())),
+               "missing neighbour");
+  EXPECT_TRUE(same_values(snapshot(got), before));
+}
+
 // Found by fuzz_call_binding: the reference accepted tables that disagree on a location's size,
 // which compiled code refused; both now refuse them in the shared binding.
 TEST_F(TableErrors, TablesDisagreeingOnALocationSize) {
