@@ -96,8 +96,13 @@ void restore(const Setup& s) {
       if (it->is_directory(ec) && !it->is_symlink(ec)) chmod(it->path().c_str(), 0700);
     }
   }
-  fs::remove_all(s.work, ec);
-  fs::copy(s.pristine, s.work, fs::copy_options::recursive, ec);
+  // libFuzzer's timer signal can interrupt the copy (EINTR, which std::filesystem does not
+  // retry): a harness fault, so the copy is tried again from scratch.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    fs::remove_all(s.work, ec);
+    fs::copy(s.pristine, s.work, fs::copy_options::recursive, ec);
+    if (ec != std::errc::interrupted) break;
+  }
   if (ec) fail("cannot copy the pristine cache: " + ec.message());
   chmod(s.work.c_str(), 0700);
 }
