@@ -210,11 +210,14 @@ TEST(LoadAot, ForeignLibrariesAreRefusedNamingBothVersions) {
 }
 
 // fieldflow_add_library compiles generated code with the JIT's flags (cmake/FieldflowAot.cmake); the
-// flags that only say how to build (standard, PIC, shared, OpenMP, include path) come from CMake.
+// flags that only say how to build (standard, PIC, shared, OpenMP, include path) come from CMake,
+// and so do a sanitized library's sanitizer flags (the JIT adds them to match the library).
 TEST(LoadAot, CmakeCompilesGeneratedCodeWithTheJitsFlags) {
   std::vector<std::string> jit;
   for (const auto& f : toolchain::default_compiler_config(true).flags)
-    if (f != "-std=c++20" && f != "-fPIC" && f != "-shared" && f != "-fopenmp" && f.rfind("-I", 0) != 0) jit.push_back(f);
+    if (f != "-std=c++20" && f != "-fPIC" && f != "-shared" && f != "-fopenmp" && f.rfind("-I", 0) != 0 &&
+        f.rfind("-fsanitize=", 0) != 0 && f != "-fno-omit-frame-pointer")
+      jit.push_back(f);
   std::vector<std::string> cmake;
   std::istringstream in(FIELDFLOW_AOT_COMPILE_OPTIONS_TEXT);
   for (std::string f; in >> f;) cmake.push_back(f);
