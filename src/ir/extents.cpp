@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <limits>
+#include <optional>
 #include <tuple>
 
 #include "fieldflow/errors.h"
@@ -70,6 +71,14 @@ std::int64_t size_symbol(const std::map<std::string, std::int64_t>& sizes, const
   return it->second;
 }
 
+// The walk through the bound tables of a table-indexed index, from the rows `sub` gives its root;
+// nullopt when it has no such path (any index of its dimension).
+std::optional<ConcreteExtents::TablePath> table_path(const DimAccess& d, const Box& sub) {
+  const int r = d.kind == DimAccess::Kind::table && !d.hops.empty() ? sub.axis(d.root) : -1;
+  if (r < 0) return std::nullopt;
+  return ConcreteExtents::TablePath{d.hops, sub.lo[r] + d.root_min, sub.hi[r] + d.root_max, d.min_offset, d.max_offset};
+}
+
 // Narrows `sub` to where the constraints (concat_where outcomes) hold; false if nowhere.
 bool restrict_box(const Kernel& kern, const std::vector<std::pair<int, bool>>& constraints,
                   const std::map<std::string, std::int64_t>& sizes, Box& sub) {
@@ -128,17 +137,16 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
         box.lo.push_back(r.lo.evaluate(sizes));
         box.hi.push_back(r.hi.evaluate(sizes));
       }
-      if (box.count() == 0) {
-        for (std::size_t a = 0; a < box.dims.size(); ++a) box.lo[a] = box.hi[a] = 0;  // runs nowhere
-      } else {
-        for (std::size_t a = 0; a < box.dims.size(); ++a)
-          if (box.lo[a] < -max_index || box.hi[a] > max_index)
-            throw DomainError(fmt::format("program '{}', call '{}': domain along {} is [{}, {}), beyond the indices a "
-                                          "call can address: expected bounds within +-2^62", s.program.name,
-                                          s.program.stmts.at(kern.stmt).op, box.dims[a].name, box.lo[a], box.hi[a]));
+      const bool runs = box.count() > 0;
+      for (std::size_t a = 0; a < box.dims.size(); ++a) {
+        if (!runs) box.lo[a] = box.hi[a] = 0;  // runs nowhere, whatever its bounds
+        else if (box.lo[a] < -max_index || box.hi[a] > max_index)
+          throw DomainError(fmt::format("program '{}', call '{}': domain along {} is [{}, {}), beyond the indices a "
+                                        "call can address: expected bounds within +-2^62", s.program.name,
+                                        s.program.stmts.at(kern.stmt).op, box.dims[a].name, box.lo[a], box.hi[a]));
       }
       // A statement kernel that writes a transient (a double buffer) writes its whole box.
-      if (box.count() > 0)
+      if (runs)
         for (const auto& o : kern.outputs)
           if (const int t = s.transient_index(o); t >= 0) unite(out.transient_boxes[t], box);
     } else {
@@ -180,16 +188,14 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
         slot_hi = l >= 0 ? sub.hi[l] : c->conn.max_neighbors;
       }
       const DimAccess& d = fs.source;
-      const int r = d.kind == DimAccess::Kind::table && !d.hops.empty() ? sub.axis(d.root) : -1;
+      const auto path = table_path(d, sub);
       if (d.kind == DimAccess::Kind::loop && a >= 0) {
         out.table_rows.push_back({fs.connectivity, k, sub.lo[a] + d.min_offset, sub.hi[a] + d.max_offset, slot_lo, slot_hi});
-      } else if (r >= 0 && resolve) {
+      } else if (path && resolve) {
         // Rows reached through other tables: the rows those tables give (found by fuzz_call_binding:
         // an E2V longer than the edges V2E names, its extra rows -1, was refused, while the
         // reference reads only the rows it reaches). A bounding range of them.
-        const ConcreteExtents::TablePath path{d.hops, sub.lo[r] + d.root_min, sub.hi[r] + d.root_max, d.min_offset,
-                                              d.max_offset};
-        if (const auto range = resolve(path))
+        if (const auto range = resolve(*path))
           out.table_rows.push_back({fs.connectivity, k, range->first, range->second, slot_lo, slot_hi});
       } else {
         out.table_rows.push_back({fs.connectivity, k, 0, -1, slot_lo, slot_hi});
@@ -213,11 +219,9 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
           case DimAccess::Kind::table: {
             lo = d.min_offset;
             hi = size_symbol(sizes, d.dim) + d.max_offset;
-            const int r = d.hops.empty() ? -1 : sub.axis(d.root);
-            if (r < 0 || !resolve) break;  // any index of the dimension
-            const ConcreteExtents::TablePath path{d.hops, sub.lo[r] + d.root_min, sub.hi[r] + d.root_max,
-                                                  d.min_offset, d.max_offset};
-            if (const auto range = resolve(path)) {
+            const auto path = table_path(d, sub);
+            if (!path || !resolve) break;  // any index of the dimension
+            if (const auto range = resolve(*path)) {
               std::tie(lo, hi) = *range;
             } else {
               active = false;  // the tables lead nowhere: nothing is read
