@@ -165,6 +165,8 @@ std::size_t Field::span_bytes() const {
 }
 
 bool Field::elements_distinct() const {
+  // A field without elements has no two indices to share one, whatever its strides.
+  if (size_ == 0) return true;
   // Sorted by stride, each stride must step over the whole extent of the faster ones.
   std::vector<std::size_t> axes;
   for (std::size_t a = 0; a < shape_.size(); ++a)

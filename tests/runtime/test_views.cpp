@@ -207,6 +207,30 @@ TEST(Views, BadViewsAreRejectedBeforeAnythingRuns) {
     for (int k = 0; k < 4; ++k) EXPECT_EQ(out[i * 4 + k], 2.0 * (k + 1));
 }
 
+// An output without elements (no levels) has no two indices sharing an element, whatever its
+// strides: with an empty vertical domain both backends accept it and write nothing (the fuzzer
+// found the reference refusing it while compiled code accepted it).
+TEST(Views, AnOutputWithoutElementsIsDistinctWhateverItsStrides) {
+  const ir::Program p = shift_program();
+  std::vector<double> a(6 * 4, 1.0), out(4, -1.0);
+  Field va = Field::view(a.data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  Field empty = Field::view(out.data(), {I, K}, DType::float64, {6, 0}, {0, 1}, {0, 1});
+  EXPECT_TRUE(empty.elements_distinct());
+  Arguments args;
+  args.field("a", va).field("out", empty).scalar("n", 6).scalar("nk", 0);
+  EXPECT_NO_THROW(run_reference(p, args));
+  CompileOptions o;
+  o.parallel_threshold = 0;
+  EXPECT_NO_THROW(compile(p, o)(args));
+  EXPECT_EQ(out, std::vector<double>(4, -1.0));
+  // With elements, the same strides do share them: refused by both.
+  Field overlapping = Field::view(out.data(), {I, K}, DType::float64, {6, 1}, {0, 1});
+  Arguments bad;
+  bad.field("a", va).field("out", overlapping).scalar("n", 6).scalar("nk", 1);
+  EXPECT_THROW(run_reference(p, bad), ArgumentError);
+  EXPECT_THROW(compile(p, o)(bad), ArgumentError);
+}
+
 // ICON's tables are Fortran arrays (n_source, max_neighbors); an out-of-range entry is refused
 // before anything is written, and the same table object is not scanned again on the next call
 // unless its entries pointer or shape changed.
