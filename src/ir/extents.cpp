@@ -270,6 +270,24 @@ std::int64_t column_stride(const Transient& t, const Box& box) {
   return (n + per_line - 1) / per_line * per_line;
 }
 
+std::int64_t block_columns(const Schedule& s, const ConcreteExtents& e, std::size_t transient) {
+  const Transient& tr = s.transients[transient];
+  if (!tr.column_local || tr.column_block == 1) return 1;
+  const int group = s.kernels[tr.producer].column_group;
+  const Dimension along = column_block_dim(tr.dims, s.layout);
+  std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    const Box& box = e.kernel_domains[k];
+    if (s.kernels[k].column_group != group || box.count() == 0) continue;
+    for (std::size_t a = 0; a < box.dims.size(); ++a)
+      if (box.dims[a] == along) {
+        lo = std::min(lo, box.lo[a]);
+        hi = std::max(hi, box.hi[a]);
+      }
+  }
+  return hi <= lo ? 1 : std::min<std::int64_t>(tr.column_block, hi - lo);
+}
+
 std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtents& e, int threads) {
   // Sizes are the caller's: absurd ones must give a typed error, never a byte count that wrapped
   // around (a small workspace that the kernels would then overrun). The limit leaves room for
@@ -280,7 +298,7 @@ std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtent
   for (std::size_t t = 0; t < s.transients.size(); ++t) {
     const Transient& tr = s.transients[t];
     const Box& box = e.transient_boxes[t];
-    std::uint64_t n = tr.column_local ? static_cast<std::uint64_t>(threads) : 1;
+    std::uint64_t n = tr.column_local ? static_cast<std::uint64_t>(threads) * static_cast<std::uint64_t>(block_columns(s, e, t)) : 1;
     bool overflow = false;
     if (tr.column_local) {
       overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(column_stride(tr, box)), &n);

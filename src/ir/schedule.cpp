@@ -49,7 +49,7 @@ std::string Schedule::print() const {
                      fieldflow::to_string(t.dtype), dims, fieldflow::to_string(t.storage), t.producer, t.first_kernel,
                      t.last_kernel,
                      (t.swept ? fmt::format(" swept along {}", t.swept->name) : std::string()) +
-                         (t.column_local ? " column-local" : ""));
+                         (t.column_local ? fmt::format(" column-local x{}", t.column_block) : ""));
   }
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     const Kernel& kern = kernels[k];
@@ -58,7 +58,9 @@ std::string Schedule::print() const {
     s += fmt::format("kernel {} '{}' {} -> ({}) over {}{}\n", k, kern.name,
                      kern.kind == KernelKind::scan ? "scan" : "pointwise", outs,
                      kern.extent_from_outputs ? std::string("extent of its outputs") : to_string(kern.domain),
-                     kern.column_group >= 0 ? fmt::format(" in column group {}", kern.column_group) : "");
+                     kern.column_group >= 0
+                         ? fmt::format(" in column group {} of {}-column blocks", kern.column_group, kern.column_block)
+                         : "");
     for (const Access& a : kern.accesses) s += "  reads " + print_access(a, kern) + "\n";
     std::string body = ir::print(*kern.value);
     std::string indented;
@@ -85,6 +87,14 @@ Dimension unit_stride_dim(const std::vector<Dimension>& dims, Layout layout) {
   // A single value has no stride at all; Layout::any reads every stride at run time.
   if (dims.empty() || layout == Layout::any) return Dimension{"", DimKind::horizontal};
   return layout == Layout::vertical_fastest ? dims.back() : dims.front();
+}
+
+Dimension column_block_dim(const std::vector<Dimension>& dims, Layout layout) {
+  if (layout == Layout::horizontal_fastest && !dims.empty() && dims.front().kind != DimKind::vertical) return dims.front();
+  for (std::size_t a = dims.size(); a-- > 0;)
+    if (dims[a].kind != DimKind::vertical) return dims[a];
+  FIELDFLOW_ASSERT(false, "a column group without a horizontal dimension");
+  return {};
 }
 
 }  // namespace fieldflow::ir

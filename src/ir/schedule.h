@@ -85,6 +85,7 @@ struct Kernel {
   };
   std::vector<FixedShift> fixed_shifts;
   int column_group = -1;  // kernels of one group run column by column (see fuse_columns)
+  int column_block = 1;   // columns a thread of the group takes at once (its scans interleave them)
 };
 
 struct Transient {
@@ -95,7 +96,8 @@ struct Transient {
   int producer = -1;            // kernel index
   int first_kernel = -1, last_kernel = -1;  // live range (inclusive), filled by analyze_lifetimes
   std::optional<Dimension> swept;           // scan results: the sweep covers exactly the statement's range
-  bool column_local = false;  // lives in its column group only: one column per thread, not a whole field
+  bool column_local = false;  // lives in its column group only: a block of columns per thread, not a whole field
+  int column_block = 1;       // column-local: the columns of that block (its group's column_block)
 };
 
 struct Schedule {
@@ -113,6 +115,12 @@ std::vector<Dimension> kernel_loop_dims(const Schedule& s, const Kernel& k);
 // The dimension a buffer has unit stride along under a layout: generated code relies on it and
 // the runtime checks it for every field argument.
 Dimension unit_stride_dim(const std::vector<Dimension>& canonical_dims, Layout layout);
+
+// The horizontal dimension along which a column group's block of columns runs (fuse_columns):
+// in the vertical-fastest layout the innermost horizontal one (the block's columns are
+// neighbours in memory), in the horizontal-fastest layout the unit-stride one (a block is a
+// stretch of a row, vectorised along it). `dims` in canonical order, with a horizontal one.
+Dimension column_block_dim(const std::vector<Dimension>& dims, Layout layout);
 
 // Concrete index boxes for one set of sizes.
 struct Box {
@@ -170,6 +178,10 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
 
 // Elements of one thread's column of a column-local transient (padded to 64 bytes).
 std::int64_t column_stride(const Transient& t, const Box& box);
+// The columns of a column-local transient's per-thread block: its group's column_block, or fewer
+// when the group's columns (the union of its kernels' non-empty boxes along the block's
+// dimension, which generated code steps through block by block) are fewer.
+std::int64_t block_columns(const Schedule& s, const ConcreteExtents& e, std::size_t transient);
 
 // Bytes of each transient for given extents: dense boxes, or one column per thread for
 // column-local transients.

@@ -78,7 +78,9 @@ bool read_outside(const ir::Schedule& s, const std::string& t, std::size_t first
 }  // namespace
 
 void fuse_columns(ir::Schedule& s) {
-  if (s.layout != Layout::vertical_fastest) return;  // horizontal layouts vectorise across columns instead
+  // Layout::any reads every stride at run time: no layout to block for.
+  if (s.layout == Layout::any) return;
+  const bool vertical_fastest = s.layout == Layout::vertical_fastest;
   int group = 0;
   for (std::size_t first = 0; first < s.kernels.size();) {
     // The longest legal group starting here (a prefix of producers alone is not legal: it has
@@ -98,12 +100,27 @@ void fuse_columns(ir::Schedule& s) {
         for (std::size_t k = first; k <= last; ++k) produced |= writes(s.kernels[k], tr.name);
         if (produced && !read_outside(s, tr.name, first, last)) local.push_back(static_cast<int>(t));
       }
-    if (local.empty()) {
+    bool has_scan = false;
+    for (std::size_t k = first; k <= last; ++k) has_scan |= s.kernels[k].kind == ir::KernelKind::scan;
+    // Horizontal-fastest code already vectorises a pointwise kernel along its rows; only a scan
+    // gains from a row block: its results stay in the block instead of whole fields.
+    if (local.empty() || (!vertical_fastest && !has_scan)) {
       ++first;
       continue;
     }
-    for (int t : local) s.transients[t].column_local = true;
-    for (std::size_t k = first; k <= last; ++k) s.kernels[k].column_group = group;
+    // A scan alone on a column waits for the latency of its recurrence (a division chain in a
+    // tridiagonal solve) level after level; a block of neighbouring columns swept side by side
+    // keeps that many independent chains in flight. Pointwise-only groups gain nothing from it
+    // and would only multiply their column buffers.
+    const int block = !has_scan ? 1 : vertical_fastest ? scan_column_block : row_block;
+    for (int t : local) {
+      s.transients[t].column_local = true;
+      s.transients[t].column_block = block;
+    }
+    for (std::size_t k = first; k <= last; ++k) {
+      s.kernels[k].column_group = group;
+      s.kernels[k].column_block = block;
+    }
     ++group;
     first = last + 1;
   }

@@ -16,6 +16,7 @@
 #include "passes/fuse_kernels.h"
 #include "passes/infer_accesses.h"
 #include "passes/select_transients.h"
+#include "passes/stage_scan_inputs.h"
 
 namespace fieldflow::passes {
 
@@ -44,6 +45,8 @@ const std::vector<Step>& steps() {
       // CPU only: a column group runs whole columns per thread with column-local transients; a
       // GPU thread grid has no such columns (codegen/cuda launches one kernel per schedule kernel).
       {"fuse_columns", [](ir::Schedule& s, const PipelineOptions& o) { if (o.target == Device::cpu) fuse_columns(s); }},
+      // Needs the column groups and their blocks: it splits scans of blocked groups.
+      {"stage_scan_inputs", [](ir::Schedule& s, const PipelineOptions&) { stage_scan_inputs(s); }},
       // Last structural change is done: live ranges are final.
       {"analyze_lifetimes", [](ir::Schedule& s, const PipelineOptions&) { analyze_lifetimes(s); }},
       {"assign_storage", [](ir::Schedule& s, const PipelineOptions& o) { assign_storage(s, o.target); }},

@@ -179,5 +179,54 @@ TEST(ColumnGroups, TransientReadByAGroupIsNotOverwrittenByItsColumnBuffers) {
                            {{"n", n}, {"nk", nk}});
 }
 
+// A tridiagonal solve (tuple-carry forward scan, backward scan, update) whose scan results
+// stay in a group's blocks of columns, on sizes that take every path of the block loops: in the
+// vertical-fastest layout blocks of 8 columns along J (full blocks and a remainder), in the
+// horizontal-fastest layout rows of 256 columns along I (full rows and a remainder), a domain
+// that starts off the blocks' grid (I from 1), inputs read in the neighbouring column, and a
+// reader outside the group over a smaller domain.
+ir::Program blocked_solver() {
+  ProgramBuilder pb("blocked_solver");
+  Expr w = pb.field("w", {I, J, K}, DType::float64), rhs = pb.field("rhs", {I, J, K}, DType::float64);
+  Expr out = pb.field("out", {I, J, K}, DType::float64), side = pb.field("side", {I, J, K}, DType::float64);
+  Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
+  const Expr a = named("a", 0.1 * (w(I + 1) + w)), c = named("c", concat_where(K == nk - 1, 0.0, 0.2 * w(K + 1)));
+  const Expr b = named("b", 2.0 - a - c);
+  const Expr forward = scan(
+      "fwd", ScanDirection::forward, {Scalar(0.0), Scalar(0.0)},
+      [](const Expr& carry, const std::vector<Expr>& in) {
+        const Expr divided = 1.0 / (in[1] - carry[0] * in[0]);
+        return make_tuple({in[2] * divided, (in[3] - carry[1] * in[0]) * divided});
+      },
+      {a, b, c, rhs});
+  const Expr x = scan("bwd", ScanDirection::backward, {Scalar(0.0)},
+                      [](const Expr& carry, const std::vector<Expr>& in) { return in[1] - in[0] * carry; },
+                      {forward[0], forward[1]});
+  const Expr t = materialize("t", sqrt(abs(rhs)) + w);
+  pb.call("solve", x * 0.5 + t, {out}, {{I, 1, ni}, {J, 0, nj}, {K, 0, nk}});
+  pb.call("side", t(J + 1) - t, {side}, {{I, 1, ni - 1}, {J, 0, nj - 1}, {K, 0, nk}});
+  return pb.build();
+}
+
+TEST(ColumnGroups, ScanGroupsInBlocksAboveTheBlockSizes) {
+  const ir::Program p = blocked_solver();
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+    const std::string schedule = compile(p, testing_support::cpu_options(layout)).schedule_text();
+    const int block = layout == Layout::vertical_fastest ? 8 : 256;
+    EXPECT_NE(schedule.find(fmt::format("in column group 0 of {}-column blocks", block)), std::string::npos) << schedule;
+    EXPECT_NE(schedule.find(fmt::format("column-local x{}", block)), std::string::npos) << schedule;
+  }
+  for (auto [ni, nj] : {std::pair<std::int64_t, std::int64_t>{5, 19}, {2 * 256 + 40, 3}}) {
+    SCOPED_TRACE(fmt::format("ni {}, nj {}", ni, nj));
+    const std::int64_t nk = 6;
+    expect_matches_reference(p,
+                             {{"w", {I, J, K}, {ni + 1, nj + 1, nk}, {0, 0, 0}},
+                              {"rhs", {I, J, K}, {ni, nj + 1, nk}, {0, 0, 0}},
+                              {"out", {I, J, K}, {ni, nj, nk}, {0, 0, 0}, true},
+                              {"side", {I, J, K}, {ni, nj, nk}, {0, 0, 0}, true}},
+                             {{"ni", ni}, {"nj", nj}, {"nk", nk}});
+  }
+}
+
 }  // namespace
 }  // namespace fieldflow

@@ -27,16 +27,20 @@ struct Expected {
 };
 
 // One fused kernel and no transient for every stencil and mesh program; vadv's two scans stay
-// separate kernels, run column by column with per-thread column buffers in the vertical layout,
-// and exchange whole-field transients in the horizontal layout.
+// separate kernels in one column group with per-thread block buffers: in the vertical layout
+// (blocks of 8 columns) the forward scan's four inputs are staged column by column into their
+// own block buffers first; in the horizontal layout (rows of 256 columns) they are computed in
+// the scan's vector loop along the row.
 const Expected expected[] = {
     {"laplacian", "laplacian:pointwise |", "laplacian:pointwise |"},
     {"lap_of_lap", "lap_of_lap:pointwise |", "lap_of_lap:pointwise |"},
     {"hdiff", "hdiff:pointwise |", "hdiff:pointwise |"},
     {"vadv",
+     "thomas_forward_inputs:pointwise@0 thomas_forward:scan@0 thomas_backward:scan@0 vadv:pointwise@0 | "
+     "thomas_backward:column thomas_forward_0:column thomas_forward_1:column thomas_forward_in0:column "
+     "thomas_forward_in1:column thomas_forward_in2:column thomas_forward_in3:column",
      "thomas_forward:scan@0 thomas_backward:scan@0 vadv:pointwise@0 | thomas_backward:column thomas_forward_0:column "
-     "thomas_forward_1:column",
-     "thomas_forward:scan thomas_backward:scan vadv:pointwise | thomas_backward thomas_forward_0 thomas_forward_1"},
+     "thomas_forward_1:column"},
     {"fvm_nabla", "fvm_nabla:pointwise |", "fvm_nabla:pointwise |"},
     {"nabla4", "nabla4:pointwise |", "nabla4:pointwise |"},
     {"c2e2co_sum", "c2e2co_sum:pointwise |", "c2e2co_sum:pointwise |"},

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "pass_test_support.h"
+#include "passes/fuse_columns.h"
 #include "passes/pipeline.h"
 
 namespace fieldflow::pass_tests {
@@ -38,6 +39,8 @@ TEST(Pipeline, DescriptionListsPassesInOrderAndObserverSeesEach) {
   EXPECT_LT(d.find("build_kernels"), d.find("select_transients"));
   EXPECT_LT(d.find("select_transients"), d.find("infer_accesses"));
   EXPECT_LT(d.find("break_write_hazards"), d.find("analyze_lifetimes"));
+  EXPECT_LT(d.find("fuse_columns"), d.find("stage_scan_inputs"));
+  EXPECT_LT(d.find("stage_scan_inputs"), d.find("analyze_lifetimes"));
   ProgramBuilder pb("obs");
   auto a = pb.field("a", {I}, DType::float64);
   auto b = pb.field("b", {I}, DType::float64);
@@ -47,7 +50,7 @@ TEST(Pipeline, DescriptionListsPassesInOrderAndObserverSeesEach) {
   o.verify_each = true;
   o.after_pass = [&](const std::string& name, const ir::Schedule&, bool, double) { seen.push_back(name); };
   passes::lower(pb.build(), o);
-  ASSERT_EQ(seen.size(), 9u);
+  ASSERT_EQ(seen.size(), 10u);
   EXPECT_EQ(seen.front(), "fold_static_scalars");
   EXPECT_EQ(seen.back(), "assign_storage");
 }
@@ -72,8 +75,10 @@ TEST(Pipeline, TransientsAreOnTheHostHeapForCpu) {
 namespace fieldflow::pass_tests {
 namespace {
 
-// A vertical solver (forward scan, backward scan, update) runs column by column: its scan
-// results live in per-thread columns, not whole fields. Horizontal layouts keep whole fields.
+// A vertical solver (forward scan, backward scan, update) runs column by column, in blocks of
+// neighbouring columns swept side by side: its scan results live in per-thread blocks of
+// columns, not whole fields. The horizontal layout blocks stretches of rows instead; Layout::any
+// keeps whole fields.
 TEST(Pipeline, VerticalSolverRunsColumnByColumn) {
   ProgramBuilder pb("solver");
   auto a = pb.field("a", {I, J, K}, DType::float64);
@@ -85,14 +90,42 @@ TEST(Pipeline, VerticalSolverRunsColumnByColumn) {
   pb.call("solve", bwd * 2.0 + a(I + 1), {out}, {{I, 0, 4}, {J, 0, 3}, {K, 0, 5}});
   const ir::Schedule s = passes::lower(pb.build());
   ASSERT_EQ(s.kernels.size(), 3u);
-  for (const auto& k : s.kernels) EXPECT_EQ(k.column_group, 0) << k.name;
-  for (const auto& t : s.transients) EXPECT_TRUE(t.column_local) << t.name;
+  for (const auto& k : s.kernels) {
+    EXPECT_EQ(k.column_group, 0) << k.name;
+    EXPECT_EQ(k.column_block, passes::scan_column_block) << k.name;
+  }
+  for (const auto& t : s.transients) {
+    EXPECT_TRUE(t.column_local) << t.name;
+    EXPECT_EQ(t.column_block, passes::scan_column_block) << t.name;
+  }
   const auto ext = ir::compute_extents(s, {});
   const auto bytes = ir::transient_bytes(s, ext, 3);
-  for (std::size_t t = 0; t < bytes.size(); ++t) EXPECT_EQ(bytes[t], 3u * 8u * 8u) << "3 threads x 5 levels padded to 8";
+  for (std::size_t t = 0; t < bytes.size(); ++t)
+    EXPECT_EQ(bytes[t], 3u * 3u * 8u * 8u) << "3 threads x a block of the 3 columns along J x 5 levels padded to 8";
   passes::PipelineOptions h;
   h.layout = Layout::horizontal_fastest;
-  for (const auto& t : passes::lower(pb.build(), h).transients) EXPECT_FALSE(t.column_local);
+  for (const auto& t : passes::lower(pb.build(), h).transients) {
+    EXPECT_TRUE(t.column_local) << t.name;
+    EXPECT_EQ(t.column_block, passes::row_block) << t.name;
+  }
+  passes::PipelineOptions any;
+  any.layout = Layout::any;
+  for (const auto& t : passes::lower(pb.build(), any).transients) EXPECT_FALSE(t.column_local) << t.name;
+}
+
+// A group without a scan has no recurrence to interleave: one column at a time, one column
+// buffer per thread.
+TEST(Pipeline, PointwiseColumnGroupTakesOneColumnAtATime) {
+  ProgramBuilder pb("pointwise_group");
+  auto a = pb.field("a", {I, J, K}, DType::float64);
+  auto out = pb.field("out", {I, J, K}, DType::float64);
+  const Expr t = materialize("t", sin(a) * cos(a));
+  pb.call("use", t(K + 1) + t(K - 1), {out}, {{I, 0, 4}, {J, 0, 3}, {K, 1, 4}});
+  const ir::Schedule s = passes::lower(pb.build());
+  ASSERT_EQ(s.transients.size(), 1u);
+  ASSERT_TRUE(s.transients[0].column_local) << s.print();
+  EXPECT_EQ(s.transients[0].column_block, 1);
+  for (const auto& k : s.kernels) EXPECT_EQ(k.column_block, 1) << k.name;
 }
 
 // A value read in a neighbouring column cannot be column-local.

@@ -121,9 +121,9 @@ std::string PointEmitter::scan_level(const Point& p, int ind) {
   // replaced: a body may permute them (next[0] may be `c1`).
   for (int c = 0; c < nc; ++c)
     body += fmt::format("{}const {} next{} = {};\n", pad(ind), ctype(scan.init[c].dtype()), c, next[c]);
-  for (int c = 0; c < nc; ++c) body += fmt::format("{}c{} = next{};\n", pad(ind), c, c);
+  for (int c = 0; c < nc; ++c) body += fmt::format("{}{} = next{};\n", pad(ind), carry(c), c);
   std::vector<std::string> carries;
-  for (int c = 0; c < nc; ++c) carries.push_back(fmt::format("c{}", c));
+  for (int c = 0; c < nc; ++c) carries.push_back(carry(c));
   store_all(carries, p, body, ind);
   return body;
 }
@@ -132,6 +132,20 @@ bool PointEmitter::column_local(const std::string& name) const {
   const int t = s_.transient_index(name);
   return t >= 0 && s_.transients[t].column_local;
 }
+
+std::string PointEmitter::carry(int c) const { return fmt::format("c{}{}", c, carry_index_); }
+
+int PointEmitter::column_block_axis(const std::string& name) const {
+  const int t = s_.transient_index(name);
+  if (t < 0 || !s_.transients[t].column_local || s_.transients[t].column_block == 1) return -1;
+  const auto& dims = s_.transients[t].dims;
+  const Dimension along = ir::column_block_dim(dims, s_.layout);
+  for (std::size_t a = 0; a < dims.size(); ++a)
+    if (dims[a] == along) return static_cast<int>(a);
+  return -1;
+}
+
+std::string PointEmitter::block_start(const Dimension& d) { return "xb_" + sanitize(d.name); }
 
 // --- declarations of buffers, tables and scalars, emitted once at the top of the kernel ---
 int PointEmitter::buffer_index(const std::string& name) const {
@@ -161,7 +175,8 @@ std::string PointEmitter::use_buffer(const std::string& name, bool write) {
     d_.text += fmt::format("  const std::int64_t o{} = call->buffers[{}].offset;\n", b, b);
     const Dimension unit = ir::unit_stride_dim(dims, s_.layout);
     for (std::size_t a = 0; a < dims.size(); ++a)
-      if (!(dims[a] == unit) && !column_local(name))
+      if (!(dims[a] == unit) && (!column_local(name) || dims[a].kind == DimKind::vertical ||
+                                 static_cast<int>(a) == column_block_axis(name)))
         d_.text += fmt::format("  const std::int64_t s{}_{} = call->buffers[{}].strides[{}];\n", b, a, b, a);
   }
   return v;
@@ -225,10 +240,17 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
   const Dimension unit = ir::unit_stride_dim(dims, s_.layout);
   std::string off = fmt::format("o{}", b);
   const bool column = column_local(name);
+  const int block_axis = column_block_axis(name);
   for (std::size_t a = 0; a < dims.size(); ++a) {
-    if (column && dims[a].kind != DimKind::vertical) continue;  // one column per thread
+    const bool along_block = static_cast<int>(a) == block_axis;
+    if (column && dims[a].kind != DimKind::vertical && !along_block) continue;  // the thread's column
     const Index* i = find(p, dims[a]);
     FIELDFLOW_ASSERT(i, "buffer " + name + " read at a point without " + dims[a].name);
+    if (along_block) {  // the column's place in this thread's block
+      const std::string place = fmt::format("({} - {})", i->str(), block_start(dims[a]));
+      off += dims[a] == unit ? " + " + place : fmt::format(" + {} * s{}_{}", place, b, a);
+      continue;
+    }
     std::string idx = i->str();
     if (i->dynamic) {
       // Data-dependent offsets are checked against the buffer's box; a miss flags an error.
@@ -366,7 +388,7 @@ std::string PointEmitter::gen_uncached(const Expr& e, const Point& p, int comp, 
     case ExprKind::make_tuple: return gen(*e.args[comp], p, -1, code, ind);
     case ExprKind::tuple_get: return gen(*e.args[0], p, static_cast<int>(e.offset), code, ind);
     case ExprKind::scan_arg: return fmt::format("in{}", e.offset);
-    case ExprKind::carry: return fmt::format("c{}", e.offset);
+    case ExprKind::carry: return carry(static_cast<int>(e.offset));
     case ExprKind::scan: FIELDFLOW_ASSERT(false, "scan inside a kernel value (select_transients missed it)");
     case ExprKind::local_slot: {
       Point q;

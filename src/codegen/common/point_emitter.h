@@ -64,6 +64,8 @@ class PointEmitter {
   std::string lo(const Dimension& d) const;
   std::string hi(const Dimension& d) const;
   static std::string var(const Dimension& d);
+  // The variable holding the first column of a column group's current block along d.
+  static std::string block_start(const Dimension& d);
 
  protected:
   // The scan's current level along its dimension at step `st` (forward or backward).
@@ -72,6 +74,11 @@ class PointEmitter {
   // and the stores.
   std::string scan_level(const Point& p, int ind);
   bool column_local(const std::string& name) const;
+  // Column-local buffers of a group that takes blocks of columns: the axis (canonical dims) the
+  // block's columns follow one another along, or -1 (one column per thread).
+  int column_block_axis(const std::string& name) const;
+  // Carry component c of a scan: `c0`, or `c0[x - xb]` for a column of a block.
+  std::string carry(int c) const;
   int buffer_index(const std::string& name) const;
   std::pair<DType, std::vector<Dimension>> buffer_type(const std::string& name) const;
   std::string use_buffer(const std::string& name, bool write);
@@ -114,6 +121,7 @@ class PointEmitter {
   std::vector<std::string> reduce_src_;      // their source element index, or empty (shifted elsewhere)
   int counter_ = 0;
   bool uses_error_ = false;
+  std::string carry_index_;  // subscript of the carries (a block's column), or empty
 };
 
 }  // namespace fieldflow::codegen

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <memory>
+#include <optional>
 
 #include "codegen/common/point_emitter.h"
 #include "fieldflow/errors.h"
@@ -63,34 +64,63 @@ class KernelEmitter : public PointEmitter {
                        loop_dims_.size(), kidx_, kidx_);
   }
 
-  // One column of this kernel inside a column group (fuse_columns): the horizontal loop
-  // variables belong to the group; the vertical loop is this kernel's own.
-  std::string emit_column(int ind) {
+  // This kernel inside a column group (fuse_columns): the horizontal loop variables belong to
+  // the group; the vertical loop is this kernel's own. With a block (the group takes
+  // `column_block` > 1 columns at once), the kernel runs on the block's columns [lo, hi) along
+  // `block`: a pointwise kernel column after column, a scan level after level across the
+  // block's columns, so their recurrences are independent chains in flight together.
+  struct Block {
+    Dimension dim;
+    std::string lo, hi;
+  };
+  std::string emit_column(int ind, const std::optional<Block>& block) {
     Dimension kdim;
     for (const auto& d : loop_dims_)
       if (d.kind == DimKind::vertical) kdim = d;
     memo_.assign(1, {});
     const Point p = loop_point();
+    // Known once the code that may check something has been generated.
+    auto red = [&] { return std::string(uses_error_ ? " reduction(|:err)" : ""); };
+    auto columns = [&](int at) {
+      return fmt::format("{0}for (std::int64_t {1} = {2}; {1} < {3}; ++{1}) {{\n", pad(at), var(block->dim), block->lo,
+                         block->hi);
+    };
+    const int in = block ? ind + 2 : ind + 1;  // the column's own code
     std::string code = fmt::format("{}{{  // kernel {}: '{}'\n", pad(ind), kidx_, k_.name);
     if (k_.kind == ir::KernelKind::pointwise) {
       std::string inner;
       std::vector<std::string> values;
       const int nout = static_cast<int>(k_.outputs.size());
-      for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, ind + 2));
-      store_all(values, p, inner, ind + 2);
-      code += std::string("#pragma omp simd") + (uses_error_ ? " reduction(|:err)" : "") + "\n" + loop(kdim, ind + 1) +
-              inner + pad(ind + 1) + "}\n";
-    } else {
-      const Expr& scan = *k_.value;
-      const std::string body = scan_level(p, ind + 2);
-      for (std::size_t c = 0; c < scan.init.size(); ++c)
-        code += fmt::format("{}{} c{} = {};\n", pad(ind + 1), ctype(scan.init[c].dtype()), c, literal(scan.init[c], dialect_));
-      code += fmt::format("{}for (std::int64_t st = 0; st < {} - {}; ++st) {{\n{}{}", pad(ind + 1), hi(kdim), lo(kdim),
-                          pad(ind + 2), level(scan)) + body + pad(ind + 1) + "}\n";
+      for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, in + 1));
+      store_all(values, p, inner, in + 1);
+      const std::string simd = "#pragma omp simd" + red() + "\n";
+      if (!block) code += simd + loop(kdim, in) + inner + pad(in) + "}\n";
+      else if (s_.layout == Layout::horizontal_fastest)  // level by level, a vector loop along the block's row
+        code += loop(kdim, ind + 1) + simd + columns(ind + 2) + inner + pad(ind + 2) + "}\n" + pad(ind + 1) + "}\n";
+      else  // column by column, a vector loop along each column
+        code += columns(ind + 1) + simd + loop(kdim, ind + 2) + inner + pad(ind + 2) + "}\n" + pad(ind + 1) + "}\n";
+      return code + pad(ind) + "}\n";
     }
-    return code + pad(ind) + "}\n";
+    const Expr& scan = *k_.value;
+    if (block) carry_index_ = fmt::format("[{} - {}]", var(block->dim), block_start(block->dim));
+    const std::string body = scan_level(p, in + 1);
+    for (std::size_t c = 0; c < scan.init.size(); ++c) {
+      const std::string init = literal(scan.init[c], dialect_);
+      if (!block) {
+        code += fmt::format("{}{} c{} = {};\n", pad(ind + 1), ctype(scan.init[c].dtype()), c, init);
+        continue;
+      }
+      code += fmt::format("{}{} c{}[{}];\n", pad(ind + 1), ctype(scan.init[c].dtype()), c, k_.column_block);
+      code += columns(ind + 1) + fmt::format("{}{} = {};\n{}}}\n", pad(ind + 2), carry(static_cast<int>(c)), init,
+                                             pad(ind + 1));
+    }
+    carry_index_.clear();
+    code += fmt::format("{}for (std::int64_t st = 0; st < {} - {}; ++st) {{\n{}{}", pad(ind + 1), hi(kdim), lo(kdim),
+                        pad(ind + 2), level(scan));
+    if (block) code += "#pragma omp simd" + red() + "\n" + columns(ind + 2) + body + pad(ind + 2) + "}\n";
+    else code += body;
+    return code + pad(ind + 1) + "}\n" + pad(ind) + "}\n";
   }
-
 
   std::string loop(const Dimension& d, int ind) const {
     const std::string x = var(d);
@@ -229,14 +259,37 @@ std::string emit_column_group(const ir::Schedule& s, int first, int last) {
   for (const auto& dim : ir::kernel_loop_dims(s, s.kernels[first]))
     if (dim.kind != DimKind::vertical) horizontal.push_back(dim);
   const int h = static_cast<int>(horizontal.size());
+  // A block of columns runs along one horizontal dimension (fuse_columns sizes it): the group's
+  // innermost loop steps over the blocks, the others over single columns.
+  const int block = s.kernels[first].column_block;
+  const Dimension along = ir::column_block_dim(horizontal, s.layout);
+  if (block > 1) {
+    std::stable_partition(horizontal.begin(), horizontal.end(), [&](const Dimension& d) { return !(d == along); });
+  }
   const std::string in_column = pad_text(h + 2);
   std::string columns;
-  for (auto& k : kernels) {
+  for (std::size_t kk = 0; kk < kernels.size(); ++kk) {
+    auto& k = kernels[kk];
     std::string inside;
-    for (const auto& dim : horizontal)
+    for (const auto& dim : horizontal) {
+      if (block > 1 && dim == along) continue;
       inside += fmt::format("{}{} >= {} && {} < {}", inside.empty() ? "" : " && ", KernelEmitter::var(dim), k->lo(dim),
                             KernelEmitter::var(dim), k->hi(dim));
-    columns += fmt::format("{}if ({}) {{\n", in_column, inside) + k->emit_column(h + 3) + in_column + "}\n";
+    }
+    if (block == 1) {
+      columns += fmt::format("{}if ({}) {{\n", in_column, inside) + k->emit_column(h + 3, std::nullopt) + in_column + "}\n";
+      continue;
+    }
+    // The block's columns inside this kernel's box.
+    const int kidx = first + static_cast<int>(kk);
+    const std::string lo = fmt::format("blo_k{}", kidx), hi = fmt::format("bhi_k{}", kidx);
+    const std::string start = KernelEmitter::block_start(along);
+    columns += fmt::format("{0}const std::int64_t {1} = fieldflow::abi::ff_max({3}, {4}), {2} = "
+                           "fieldflow::abi::ff_min({3} + {5}, {6});\n",
+                           in_column, lo, hi, start, k->lo(along), block, k->hi(along));
+    inside += fmt::format("{}{} < {}", inside.empty() ? "" : " && ", lo, hi);
+    columns += fmt::format("{}if ({}) {{\n", in_column, inside) +
+               k->emit_column(h + 3, KernelEmitter::Block{along, lo, hi}) + in_column + "}\n";
   }
   bool err = false;
   for (auto& k : kernels) err |= k->uses_error();
@@ -262,9 +315,15 @@ std::string emit_column_group(const ir::Schedule& s, int first, int last) {
   code += d.column_locals;
   code += err ? "    std::int32_t err = 0;\n" : "";
   code += fmt::format("#pragma omp for collapse({}) schedule(static)\n", h);
-  for (int a = 0; a < h; ++a)
+  for (int a = 0; a < h; ++a) {
+    if (block > 1 && a == h - 1) {  // a block's first column; each kernel cuts the block at its box's end
+      code += fmt::format("{0}for (std::int64_t {1} = lo_g_{2}; {1} < hi_g_{2}; {1} += {3}) {{\n", pad_text(2 + a),
+                          KernelEmitter::block_start(along), KernelEmitter::var(along), block);
+      continue;
+    }
     code += fmt::format("{0}for (std::int64_t {1} = lo_g_{1}; {1} < hi_g_{1}; ++{1}) {{\n", pad_text(2 + a),
                         KernelEmitter::var(horizontal[a]));
+  }
   code += columns;
   for (int a = h - 1; a >= 0; --a) code += pad_text(2 + a) + "}\n";
   code += err ? "    if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n" : "";
