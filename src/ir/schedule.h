@@ -74,7 +74,6 @@ struct Kernel {
   std::vector<Access> accesses;                // filled by infer_accesses
   std::vector<std::string> connectivities;     // tables the kernel reads
   bool has_dynamic_shift = false;              // in-kernel bounds checks needed
-  bool has_fixed_neighbor_shift = false;       // in-kernel skip-value checks needed
   // Fixed-index neighbour shifts (E2C[1]) and where their source index comes from: the runtime
   // checks the table rows they read for skip values before running anything.
   struct FixedShift {

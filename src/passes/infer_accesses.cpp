@@ -55,7 +55,6 @@ void infer_accesses(ir::Schedule& s) {
                                                         ? p.find(e.conn.local) : nullptr;
                            if (e.kind == ir::ExprKind::neighbor_shift &&
                                (e.offset >= 0 || (local && local->kind != ir::DimAccess::Kind::local))) {
-                             k.has_fixed_neighbor_shift = true;
                              const ir::Coord* src = p.find(e.conn.source);
                              FIELDFLOW_ASSERT(src, "neighbour shift without its source");
                              k.fixed_shifts.push_back({e.conn.name, static_cast<int>(e.offset),

@@ -2,8 +2,9 @@
 // allocation functions (fieldflow's own counters only see the transient-memory route; malloc
 // also counts what OpenMP or the C library allocate): the fast path of repeated calls, in pool
 // mode, for a program with transients and one whose kernels check reads while running (their
-// outputs are saved for atomic calls in copies kept across calls), and views whose memory changes
-// every step (a model's time levels).
+// outputs are saved for atomic calls in copies kept across calls), views whose memory changes
+// every step (a model's time levels), and no output copies for a program whose checks all run
+// before the call (fixed-index neighbour shifts).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,9 +15,11 @@
 
 #include "fieldflow/compile.h"
 #include "fieldflow/dsl.h"
+#include "fieldflow/examples.h"
 
 namespace {
 std::atomic<long> allocations{0};  // operator new and every C allocation function
+std::atomic<long> allocated_bytes{0};
 }  // namespace
 
 // glibc's own entry points: the replacements below count, then forward (ELF interposition makes
@@ -30,22 +33,27 @@ void __libc_free(void*);
 
 void* malloc(std::size_t n) {
   allocations.fetch_add(1, std::memory_order_relaxed);
+  allocated_bytes.fetch_add(static_cast<long>(n), std::memory_order_relaxed);
   return __libc_malloc(n);
 }
 void* calloc(std::size_t n, std::size_t size) {
   allocations.fetch_add(1, std::memory_order_relaxed);
+  allocated_bytes.fetch_add(static_cast<long>(n * size), std::memory_order_relaxed);
   return __libc_calloc(n, size);
 }
 void* realloc(void* p, std::size_t n) {
   allocations.fetch_add(1, std::memory_order_relaxed);
+  allocated_bytes.fetch_add(static_cast<long>(n), std::memory_order_relaxed);
   return __libc_realloc(p, n);
 }
 void* aligned_alloc(std::size_t alignment, std::size_t n) {
   allocations.fetch_add(1, std::memory_order_relaxed);
+  allocated_bytes.fetch_add(static_cast<long>(n), std::memory_order_relaxed);
   return __libc_memalign(alignment, n);
 }
 int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
   allocations.fetch_add(1, std::memory_order_relaxed);
+  allocated_bytes.fetch_add(static_cast<long>(n), std::memory_order_relaxed);
   void* p = __libc_memalign(alignment, n);
   if (!p && n) return 12;  // ENOMEM
   *out = p;
@@ -56,6 +64,7 @@ void free(void* p) { __libc_free(p); }
 
 void* operator new(std::size_t n) {
   allocations.fetch_add(1, std::memory_order_relaxed);
+  allocated_bytes.fetch_add(static_cast<long>(n), std::memory_order_relaxed);
   if (void* p = __libc_malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
@@ -128,6 +137,31 @@ TEST(SteadyState, ViewsSwappingTimeLevelsAllocateNothing) {
     run_steps(50);
     EXPECT_EQ(allocations.load() - before, 0) << to_string(layout);
   }
+}
+
+// diffusion_chain reads u(E2V[0]) and u(E2V[1]) through V2E: fixed-index shifts, whose table rows
+// are checked for skip values before anything runs, so no check can fail halfway and nothing is
+// saved (every output used to be copied before every call). The same mesh with 4 times the
+// levels: what the first call allocates does not grow with the output.
+TEST(SteadyState, ChecksBeforeTheCallKeepNoCopyOfTheOutputs) {
+  const auto& ex = examples::example("diffusion_chain");
+  CompileOptions o;
+  o.num_threads = 2;
+  o.parallel_threshold = 0;
+  std::vector<long> first_call, output_bytes;
+  for (int nk : {64, 256}) {
+    examples::ExampleInstance inst = ex.make_instance({24, 24, nk, true}, Layout::vertical_fastest, 3);
+    CompiledProgram fresh = compile(ex.program, o);  // the module is cached: a new instance, bound anew
+    Arguments args = inst.arguments();
+    const long before = allocated_bytes.load();
+    fresh(args);
+    first_call.push_back(allocated_bytes.load() - before);
+    output_bytes.push_back(static_cast<long>(inst.fields.at("out").bytes()));
+    EXPECT_EQ(allocations_in_calls(fresh, args, 20), 0) << nk << " levels";
+  }
+  EXPECT_LT(first_call[1] - first_call[0], (output_bytes[1] - output_bytes[0]) / 4)
+      << "first calls allocated " << first_call[0] << " and " << first_call[1] << " bytes, for outputs of "
+      << output_bytes[0] << " and " << output_bytes[1];
 }
 
 }  // namespace
