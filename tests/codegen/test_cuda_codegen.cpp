@@ -5,6 +5,7 @@
 // grid; and Backend::cuda's errors on a machine without a device.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
