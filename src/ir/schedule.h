@@ -182,8 +182,8 @@ std::int64_t column_stride(const Transient& t, const Box& box);
 // dimension, which generated code steps through block by block) are fewer.
 std::int64_t block_columns(const Schedule& s, const ConcreteExtents& e, std::size_t transient);
 
-// Bytes of each transient for given extents: dense boxes, or one column per thread for
-// column-local transients.
+// Bytes of each transient for given extents: dense boxes, or threads x block_columns x levels
+// (padded to a cache line) for column-local transients.
 std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtents& e, int threads);
 
 }  // namespace fieldflow::ir

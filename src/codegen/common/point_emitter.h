@@ -45,7 +45,7 @@ const Index* find(const Point& p, const Dimension& d);
 struct Decls {
   std::string text;
   std::map<std::string, bool> declared;
-  std::string column_locals;  // per-thread column pointers, declared inside the parallel region
+  std::string column_locals;  // per-thread block pointers, declared inside the parallel region
 };
 
 // Emits the per-point code of kernel `kidx` of a schedule. Values are SSA-style locals, one per

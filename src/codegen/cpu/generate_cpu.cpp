@@ -245,8 +245,9 @@ class KernelEmitter : public PointEmitter {
   }
 };
 
-// Kernels [first, last] of a column group: each thread takes whole columns and runs every
-// kernel of the group on one before the next, so column-local transients fit in one column.
+// Kernels [first, last] of a column group: each thread takes a block of whole columns (one
+// column, or column_block of them along ir::column_block_dim) and runs every kernel of the group
+// on it before the next, so column-local transients fit in one block per thread.
 // The statement kernels of a group share one horizontal box (fuse_columns checks it), but a
 // transient producer covers what its readers need, which may be more or less than that box when
 // a reader is outside the group. So the columns loop over the union of the kernels' boxes, and
