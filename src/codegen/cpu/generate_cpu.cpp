@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "codegen/common/point_emitter.h"
+#include "codegen/cpu/loop_invariants.h"
 #include "fieldflow/errors.h"
 
 namespace fieldflow::codegen {
@@ -165,8 +166,25 @@ class KernelEmitter : public PointEmitter {
     code += n > 2 ? fmt::format("#pragma omp for collapse({}) schedule(static)\n", n - 1)
                   : std::string("#pragma omp for schedule(static)\n");
     for (int a = 0; a < n - 1; ++a) code += loop(order[a], 2 + a);
-    code += "#pragma omp simd" + red + "\n" + loop(order[n - 1], n + 1) + inner;
-    for (int a = n + 1; a >= 2; --a) code += pad(a) + "}\n";
+    // What does not change along the vector loop runs once before it; where every neighbour
+    // the reductions read is present, a copy of the loop with the masks fixed to true has no
+    // selects left (loop_invariants.h).
+    const HoistedLoopBody split = hoist_loop_invariants(inner, var(order[n - 1]));
+    const std::string vector_loop =
+        "#pragma omp simd" + red + "\n" + loop(order[n - 1], n + 1) + split.body + pad(n + 1) + "}\n";
+    code += split.invariant;
+    if (split.masks.empty()) {
+      code += vector_loop;
+    } else {
+      std::string full_row, fixed;
+      for (const auto& m : split.masks) {
+        full_row += (full_row.empty() ? "" : " && ") + m;
+        fixed += fmt::format("{}{} = true", fixed.empty() ? "" : ", ", m);
+      }
+      code += fmt::format("{0}if ({1}) {{  // every neighbour present\n{0}  const bool {2};\n", pad(n + 1), full_row, fixed) +
+              vector_loop + pad(n + 1) + "} else {\n" + vector_loop + pad(n + 1) + "}\n";
+    }
+    for (int a = n; a >= 2; --a) code += pad(a) + "}\n";
     code += (report.empty() ? "" : "    " + report) + "  }\n";
     return indent_nested(code);
   }

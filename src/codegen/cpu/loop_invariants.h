@@ -1,0 +1,30 @@
+#pragma once
+// Loop-invariant statements of a generated loop body. The point emitter writes one statement per
+// line, SSA-style (`const T v3 = ...;`, `bool ok1 = present2;`, `nb4 = present5 ? nb4 : 0;`),
+// with branches and loops as brace blocks. In a vertical-fastest mesh kernel most of the body
+// (neighbour-table rows, per-element weights, "neighbour present" masks) does not depend on the
+// level, yet it sits inside the level loop; GCC hoists only part of it, and the masked
+// accumulations (`acc = ok ? v : acc`) stay even on a row whose neighbours are all present.
+#include <string>
+#include <vector>
+
+namespace fieldflow::codegen {
+
+struct HoistedLoopBody {
+  std::string invariant;  // statements to run once before the loop, in their order
+  std::string body;       // what stays in the loop
+  // The reduction masks (`bool okN`) among the invariant statements: where all of them are true,
+  // a copy of the loop with them fixed to true computes the same values without the selects.
+  std::vector<std::string> masks;
+};
+
+// Splits `body`, the body of a loop over `loop_var`, into the statements that may run once
+// before it and the rest. A statement moves only if it is at the body's top level (not inside a
+// branch or a nested loop), declares or assigns one local from operands none of which depends on
+// `loop_var` (transitively), and is not a store. Anything the split does not recognise stays,
+// and makes every name on its line count as dependent. The loop must run at least once wherever
+// the invariant statements then run (a kernel with an empty box returns before its loops), so
+// nothing runs that the loop would not have run, and every value is the one the loop computed.
+HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string& loop_var);
+
+}  // namespace fieldflow::codegen

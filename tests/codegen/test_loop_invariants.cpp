@@ -1,0 +1,78 @@
+// hoist_loop_invariants on loop bodies written the way the point emitter writes them, one
+// behaviour per case. End to end, every compiled test compares the hoisted kernels with the
+// reference (torus meshes take the full-row copy of the loop, bounded meshes the masked one).
+#include <gtest/gtest.h>
+
+#include "codegen/cpu/loop_invariants.h"
+
+namespace fieldflow::codegen {
+namespace {
+
+// A neighbour reduction: the table row, its mask and the weight move; the loads along K, the
+// accumulation and the store stay; the mask is reported for the full-row copy.
+TEST(LoopInvariants, TableRowsWeightsAndMasksMoveLoadsAlongTheLoopStay) {
+  const std::string body =
+      "  double acc0 = double(0);\n"
+      "  std::int32_t nb2 = t5[std::int64_t(x_Cell) * t5_rs + std::int64_t(0) * t5_ns];\n"
+      "  const bool present3 = nb2 >= 0;  // missing neighbours do not contribute\n"
+      "  nb2 = present3 ? nb2 : 0;\n"
+      "  bool ok1 = present3;\n"
+      "  const double v4 = b1[o1 + x_Cell * s1_0 + 0];\n"
+      "  const double v5 = b0[o0 + nb2 * s0_0 + x_K];\n"
+      "  const double v6 = static_cast<double>(v5 * v4);\n"
+      "  const double v7 = static_cast<double>(acc0 + v6);\n"
+      "  acc0 = ok1 ? v7 : acc0;\n"
+      "  b2[o2 + x_Cell * s2_0 + x_K] = acc0;\n";
+  const HoistedLoopBody h = hoist_loop_invariants(body, "x_K");
+  EXPECT_EQ(h.invariant,
+            "  std::int32_t nb2 = t5[std::int64_t(x_Cell) * t5_rs + std::int64_t(0) * t5_ns];\n"
+            "  const bool present3 = nb2 >= 0;  // missing neighbours do not contribute\n"
+            "  nb2 = present3 ? nb2 : 0;\n"
+            "  bool ok1 = present3;\n"
+            "  const double v4 = b1[o1 + x_Cell * s1_0 + 0];\n");
+  EXPECT_EQ(h.body,
+            "  double acc0 = double(0);\n"
+            "  const double v5 = b0[o0 + nb2 * s0_0 + x_K];\n"
+            "  const double v6 = static_cast<double>(v5 * v4);\n"
+            "  const double v7 = static_cast<double>(acc0 + v6);\n"
+            "  acc0 = ok1 ? v7 : acc0;\n"
+            "  b2[o2 + x_Cell * s2_0 + x_K] = acc0;\n");
+  EXPECT_EQ(h.masks, std::vector<std::string>{"ok1"});
+}
+
+// Nothing behind a `continue` moves: the load through nb3 is invalid where the jump is taken.
+TEST(LoopInvariants, NothingAfterAJumpMoves) {
+  const std::string body =
+      "  std::int32_t nb3 = t1[x_E * t1_rs];\n"
+      "  if (nb3 < 0) continue;\n"
+      "  const double v4 = b0[o0 + nb3];\n"
+      "  b1[o1 + x_E * s1_0 + x_K] = v4;\n";
+  const HoistedLoopBody h = hoist_loop_invariants(body, "x_K");
+  EXPECT_EQ(h.invariant.find("v4"), std::string::npos) << h.invariant;
+  EXPECT_NE(h.body.find("  if (nb3 < 0) continue;\n  const double v4"), std::string::npos) << h.body;
+}
+
+// A local assigned again after a line that stays has read it keeps its place, and so does
+// everything computed from it; a value set inside a branch depends on the branch.
+TEST(LoopInvariants, ReassignedAfterAStayingReadAndBranchValuesStay) {
+  const std::string body =
+      "  std::int32_t nb1 = t0[x_C];\n"
+      "  const double v2 = b0[o0 + nb1 * s0_0 + x_K];\n"
+      "  nb1 = nb1 < 0 ? 0 : nb1;\n"
+      "  const double v3 = b1[o1 + nb1];\n"
+      "  double v4;\n"
+      "  if (x_K == 0) {\n"
+      "    v4 = v3;\n"
+      "  } else {\n"
+      "    v4 = v2;\n"
+      "  }\n"
+      "  const double v5 = v4 * 2.0;\n"
+      "  b2[o2 + x_C * s2_0 + x_K] = v5 + v3;\n";
+  const HoistedLoopBody h = hoist_loop_invariants(body, "x_K");
+  EXPECT_EQ(h.invariant, "") << "nb1 is read by a line that stays before it is assigned again";
+  EXPECT_EQ(h.body, body);
+  EXPECT_TRUE(h.masks.empty());
+}
+
+}  // namespace
+}  // namespace fieldflow::codegen
