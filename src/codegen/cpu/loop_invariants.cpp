@@ -15,11 +15,23 @@ struct Line {
   int depth = 0;  // brace depth at the start of the line, relative to the body
 };
 
+bool identifier_char(char c, bool first) {
+  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9');
+}
+
+// The names on a line (a digit run such as the `2` of `0x1p+2` is not one).
 std::vector<std::string> identifiers(const std::string& s) {
-  static const std::regex ident(R"([A-Za-z_][A-Za-z_0-9]*)");
   std::vector<std::string> out;
-  for (auto it = std::sregex_iterator(s.begin(), s.end(), ident); it != std::sregex_iterator(); ++it)
-    out.push_back(it->str());
+  for (std::size_t i = 0; i < s.size();) {
+    if (identifier_char(s[i], true) && (i == 0 || !identifier_char(s[i - 1], false))) {
+      std::size_t j = i + 1;
+      while (j < s.size() && identifier_char(s[j], false)) ++j;
+      out.push_back(s.substr(i, j - i));
+      i = j;
+    } else {
+      ++i;
+    }
+  }
   return out;
 }
 
@@ -61,35 +73,48 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
   }
   std::vector<bool> eligible(lines.size());
   for (std::size_t i = 0; i < lines.size(); ++i) eligible[i] = i < movable;
-  auto statement_at = [&](std::size_t i, std::smatch& m) {
-    const Line& l = lines[i];
-    return l.depth == 0 && l.text.find('{') == std::string::npos && l.text.find('}') == std::string::npos &&
-           (std::regex_match(l.text, m, declaration) || std::regex_match(l.text, m, assignment));
+  // Each line is parsed once (std::regex is slow, and this runs on every warm compile too).
+  struct Parsed {
+    bool statement = false;
+    std::string name;                    // the local it declares or assigns
+    std::vector<std::string> operands;   // names on its right-hand side
+    std::vector<std::string> names;      // every name on the line
   };
+  std::vector<Parsed> parsed(lines.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const Line& l = lines[i];
+    std::smatch m;
+    parsed[i].names = identifiers(l.text);
+    if (l.depth == 0 && l.text.find('{') == std::string::npos && l.text.find('}') == std::string::npos &&
+        (std::regex_match(l.text, m, declaration) || std::regex_match(l.text, m, assignment))) {
+      parsed[i].statement = true;
+      parsed[i].name = m[1].str();
+      parsed[i].operands = identifiers(m[2].str());
+    }
+  }
   // An unrecognised top-level line (a declaration without a value, say) makes every name it may
   // define dependent: the names before its first `=`, none for a store into a buffer (`b[..] = v`).
   for (std::size_t i = 0; i < lines.size(); ++i) {
     std::smatch m;
     const Line& l = lines[i];
-    if (l.depth != 0 || statement_at(i, m)) continue;
+    if (l.depth != 0 || parsed[i].statement) continue;
     const std::string lhs = l.text.substr(0, l.text.find('='));
     if (lhs.find('[') != std::string::npos) continue;
     for (const auto& id : identifiers(lhs)) dependent.insert(id);
   }
-  auto statement = [&](std::size_t i, std::smatch& m) { return statement_at(i, m); };
   for (bool changed = true; changed;) {
     changed = false;
     for (std::size_t i = 0; i < lines.size(); ++i) {
-      std::smatch m;
-      if (!statement(i, m) || dependent.count(m[1].str())) continue;
+      const Parsed& pl = parsed[i];
+      if (!pl.statement || dependent.count(pl.name)) continue;
       if (!eligible[i]) {  // stays in the loop: so does every name it assigns
-        dependent.insert(m[1].str());
+        dependent.insert(pl.name);
         changed = true;
         continue;
       }
-      for (const auto& id : identifiers(m[2].str()))
+      for (const auto& id : pl.operands)
         if (dependent.count(id)) {
-          dependent.insert(m[1].str());
+          dependent.insert(pl.name);
           changed = true;
           break;
         }
@@ -97,14 +122,11 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
     // A local assigned again after a line that stays in the loop has read it (`nb = present ? nb
     // : 0` after a load through nb) would reach that line with its later value: it stays too.
     std::map<std::string, std::size_t> last_assignment;
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-      std::smatch m;
-      if (statement(i, m) && !dependent.count(m[1].str())) last_assignment[m[1].str()] = i;
-    }
+    for (std::size_t i = 0; i < lines.size(); ++i)
+      if (parsed[i].statement && !dependent.count(parsed[i].name)) last_assignment[parsed[i].name] = i;
     for (std::size_t i = 0; i < lines.size() && !changed; ++i) {
-      std::smatch m;
-      if (statement(i, m) && !dependent.count(m[1].str())) continue;  // moves with the others
-      for (const auto& id : identifiers(lines[i].text))
+      if (parsed[i].statement && !dependent.count(parsed[i].name)) continue;  // moves with the others
+      for (const auto& id : parsed[i].names)
         if (auto it = last_assignment.find(id); it != last_assignment.end() && it->second > i) {
           dependent.insert(id);
           changed = true;
@@ -115,8 +137,7 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
   static const std::regex mask(R"(^\s*bool\s+(ok\d+)\s*=)");
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const Line& l = lines[i];
-    std::smatch m;
-    if (statement(i, m) && !dependent.count(m[1].str())) {
+    if (parsed[i].statement && !dependent.count(parsed[i].name)) {
       out.invariant += l.text + "\n";
       std::smatch k;
       if (std::regex_search(l.text, k, mask) &&
