@@ -52,9 +52,8 @@ void stage_scan_inputs(ir::Schedule& s) {
       const ir::ExprPtr& arg = scan.args[i];
       if (!stageable(*arg, loop_dims) || staged.count(arg.get())) continue;
       ir::Transient t;
+      // Distinct per input (its index is in the name), and clear of the program's names.
       t.name = fresh_name(s, fmt::format("{}_in{}", scan.name, i));
-      for (const auto& b : buffers)
-        if (b.name == t.name) t.name = fresh_name(s, t.name + "_");
       t.dtype = arg->type.dtype;
       t.dims = arg->type.dims;
       t.producer = static_cast<int>(k);
