@@ -71,8 +71,6 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
       break;
     }
   }
-  std::vector<bool> eligible(lines.size());
-  for (std::size_t i = 0; i < lines.size(); ++i) eligible[i] = i < movable;
   // Each line is parsed once (std::regex is slow, and this runs on every warm compile too).
   struct Parsed {
     bool statement = false;
@@ -95,7 +93,6 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
   // An unrecognised top-level line (a declaration without a value, say) makes every name it may
   // define dependent: the names before its first `=`, none for a store into a buffer (`b[..] = v`).
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    std::smatch m;
     const Line& l = lines[i];
     if (l.depth != 0 || parsed[i].statement) continue;
     const std::string lhs = l.text.substr(0, l.text.find('='));
@@ -107,7 +104,7 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
     for (std::size_t i = 0; i < lines.size(); ++i) {
       const Parsed& pl = parsed[i];
       if (!pl.statement || dependent.count(pl.name)) continue;
-      if (!eligible[i]) {  // stays in the loop: so does every name it assigns
+      if (i >= movable) {  // stays in the loop: so does every name it assigns
         dependent.insert(pl.name);
         changed = true;
         continue;
