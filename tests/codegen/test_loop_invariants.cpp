@@ -74,5 +74,38 @@ TEST(LoopInvariants, ReassignedAfterAStayingReadAndBranchValuesStay) {
   EXPECT_TRUE(h.masks.empty());
 }
 
+// The lines are parsed by hand (no std::regex: this runs on every warm compile). What counts as
+// a statement, an assignment inside a block, a jump and a mask, one edge of each.
+TEST(LoopInvariants, TheHandParserKeepsToTheStatementsThePointEmitterWrites) {
+  const std::string body =
+      "  const double v1 = b0[o0 + x_C];  // a comment; with a semicolon\n"
+      "  const auto v2 = v1 + 1.0;\n"
+      "  const double v3 = v2 * 2.0;\n"
+      "  bool okA = v1 > 0.0;\n"
+      "  bool ok7 = v1 > 1.0;\n"
+      "  const double returned_value = v1 * 3.0;\n"
+      "  if (check) {\n"
+      "    err |= v1 == returned_value;\n"
+      "  }\n"
+      "  const double v8 = err * 1.0;\n"
+      "  std::int64_t gap = x_C == 0 ? 1 : 2;\n"
+      "  b1[o1 + x_C * s1_0 + x_K] = v3 + v8 + gap;\n";
+  const HoistedLoopBody h = hoist_loop_invariants(body, "x_K");
+  // v1 ends at the `;` before the comment; `const auto` is not a statement the emitter writes, so
+  // v2 and what reads it stay; `returned_value` is a name, not a `return`; the `|=` inside the
+  // branch makes err (and v8) dependent, the `==` there assigns nothing. (The `if` line is
+  // not a statement either: the names on it, here only `check`, count as dependent.)
+  EXPECT_EQ(h.invariant,
+            "  const double v1 = b0[o0 + x_C];  // a comment; with a semicolon\n"
+            "  bool okA = v1 > 0.0;\n"
+            "  bool ok7 = v1 > 1.0;\n"
+            "  const double returned_value = v1 * 3.0;\n"
+            "  std::int64_t gap = x_C == 0 ? 1 : 2;\n");
+  EXPECT_EQ(h.masks, std::vector<std::string>{"ok7"}) << "okA is not a reduction mask's name";
+  EXPECT_NE(h.body.find("const auto v2"), std::string::npos) << h.body;
+  EXPECT_NE(h.body.find("const double v3"), std::string::npos) << h.body;
+  EXPECT_NE(h.body.find("const double v8"), std::string::npos) << h.body;
+}
+
 }  // namespace
 }  // namespace fieldflow::codegen

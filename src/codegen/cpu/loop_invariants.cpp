@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <map>
-#include <regex>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 namespace fieldflow::codegen {
 
@@ -35,14 +36,99 @@ std::vector<std::string> identifiers(const std::string& s) {
   return out;
 }
 
+
+bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
+
+std::size_t skip_space(const std::string& s, std::size_t i) {
+  while (i < s.size() && space(s[i])) ++i;
+  return i;
+}
+
+// The end of the word-character run (letters, digits, `_`) starting at i.
+std::size_t word_end(const std::string& s, std::size_t i) {
+  while (i < s.size() && identifier_char(s[i], false)) ++i;
+  return i;
+}
+
+bool starts_with_at(const std::string& s, std::size_t i, std::string_view w) { return s.compare(i, w.size(), w) == 0; }
+
+// `<name> = <value>;` optionally followed by a `//` comment, from position i of a line: the
+// name and the value. The value ends at the first `;` after which only a comment or blanks follow.
+std::optional<std::pair<std::string, std::string>> local_assignment(const std::string& s, std::size_t i) {
+  const std::size_t e = word_end(s, i);
+  if (e == i) return std::nullopt;
+  std::size_t k = skip_space(s, e);
+  if (k >= s.size() || s[k] != '=') return std::nullopt;
+  const std::size_t value = k + 1;
+  for (std::size_t semi = s.find(';', value); semi != std::string::npos; semi = s.find(';', semi + 1)) {
+    const std::size_t rest = skip_space(s, semi + 1);
+    if (rest == s.size() || starts_with_at(s, rest, "//")) return std::pair{s.substr(i, e - i), s.substr(value, semi - value)};
+  }
+  return std::nullopt;
+}
+
+// A line the point emitter writes as one declaration (`const double v3 = ...;`) or assignment
+// (`nb4 = present5 ? nb4 : 0;`) of a local: the local and its value. Parsed by hand because this
+// runs on every warm compile (a cache hit), where std::regex cost more than the rest of codegen.
+std::optional<std::pair<std::string, std::string>> local_statement(const std::string& s) {
+  std::size_t i = skip_space(s, 0);
+  if (auto a = local_assignment(s, i)) return a;
+  if (starts_with_at(s, i, "const") && i + 5 < s.size() && space(s[i + 5])) i = skip_space(s, i + 5);
+  for (std::string_view type : {"double", "float", "bool", "std::int32_t", "std::int64_t"})
+    if (starts_with_at(s, i, type) && i + type.size() < s.size() && space(s[i + type.size()]))
+      return local_assignment(s, skip_space(s, i + type.size()));
+  return std::nullopt;
+}
+
+// The names a line inside a branch or nested loop assigns (`x = ...`, `x |= ...`; not `x == y`).
+std::vector<std::string> assigned_names(const std::string& s) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < s.size();) {
+    if (!identifier_char(s[i], true)) {
+      ++i;
+      continue;
+    }
+    const std::size_t e = word_end(s, i), k = skip_space(s, e);
+    if (k + 1 < s.size() && s[k] == '|' && s[k + 1] == '=') {
+      out.push_back(s.substr(i, e - i));
+      i = k + 2;
+    } else if (k < s.size() && s[k] == '=' && (k + 1 == s.size() || s[k + 1] != '=')) {
+      out.push_back(s.substr(i, e - i));
+      i = k + 1;
+    } else {
+      i = e;
+    }
+  }
+  return out;
+}
+
+// Whether a line holds a jump keyword (as a whole word) or starts an `if`.
+bool has_jump(const std::string& s) {
+  for (std::string_view w : {"continue", "break", "return", "goto"})
+    for (std::size_t at = s.find(w); at != std::string::npos; at = s.find(w, at + 1))
+      if ((at == 0 || !identifier_char(s[at - 1], false)) && (at + w.size() == s.size() || !identifier_char(s[at + w.size()], false)))
+        return true;
+  const std::size_t i = skip_space(s, 0);
+  return starts_with_at(s, i, "if") && skip_space(s, i + 2) < s.size() && s[skip_space(s, i + 2)] == '(';
+}
+
+// `okN` if the line declares a reduction mask (`bool okN = ...`).
+std::optional<std::string> declared_mask(const std::string& s) {
+  std::size_t i = skip_space(s, 0);
+  if (!starts_with_at(s, i, "bool") || i + 4 >= s.size() || !space(s[i + 4])) return std::nullopt;
+  i = skip_space(s, i + 4);
+  if (!starts_with_at(s, i, "ok")) return std::nullopt;
+  std::size_t e = i + 2;
+  while (e < s.size() && s[e] >= '0' && s[e] <= '9') ++e;
+  if (e == i + 2) return std::nullopt;
+  const std::size_t k = skip_space(s, e);
+  if (k >= s.size() || s[k] != '=') return std::nullopt;
+  return s.substr(i, e - i);
+}
+
 }  // namespace
 
 HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string& loop_var) {
-  // One declaration or assignment of a local per line, as the point emitter writes them.
-  static const std::regex declaration(
-      R"(^\s*(?:const\s+)?(?:double|float|bool|std::int32_t|std::int64_t)\s+(\w+)\s*=\s*(.*?);\s*(?://.*)?$)");
-  static const std::regex assignment(R"(^\s*(\w+)\s*=\s*(.*?);\s*(?://.*)?$)");
-  static const std::regex assigned_in_block(R"(([A-Za-z_]\w*)\s*(?:\|=|=(?!=)))");
   std::vector<Line> lines;
   {
     std::istringstream in(body);
@@ -56,22 +142,20 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
   // Whatever a branch or a nested loop assigns depends on it.
   for (const Line& l : lines)
     if (l.depth > 0)
-      for (auto it = std::sregex_iterator(l.text.begin(), l.text.end(), assigned_in_block); it != std::sregex_iterator(); ++it)
-        dependent.insert((*it)[1].str());
+      for (auto& name : assigned_names(l.text)) dependent.insert(std::move(name));
   // Nothing after a jump (a `continue` that skips the rest of an iteration, anywhere in the
   // body, or a one-line `if`) moves: a statement behind it need not be valid where the jump is
   // taken (a load through a missing neighbour's index).
-  static const std::regex jump(R"(\b(continue|break|return|goto)\b|^\s*if\s*\()");
   std::size_t movable = lines.size();
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const std::string& t = lines[i].text;
-    if (std::regex_search(t, jump) && (t.find('{') == std::string::npos || t.find("continue") != std::string::npos ||
+    if (has_jump(t) && (t.find('{') == std::string::npos || t.find("continue") != std::string::npos ||
                                        t.find("break") != std::string::npos || t.find("return") != std::string::npos)) {
       movable = i;
       break;
     }
   }
-  // Each line is parsed once (std::regex is slow, and this runs on every warm compile too).
+  // Each line is parsed once (this runs on every warm compile too).
   struct Parsed {
     bool statement = false;
     std::string name;                    // the local it declares or assigns
@@ -81,13 +165,12 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
   std::vector<Parsed> parsed(lines.size());
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const Line& l = lines[i];
-    std::smatch m;
     parsed[i].names = identifiers(l.text);
-    if (l.depth == 0 && l.text.find('{') == std::string::npos && l.text.find('}') == std::string::npos &&
-        (std::regex_match(l.text, m, declaration) || std::regex_match(l.text, m, assignment))) {
+    if (l.depth != 0 || l.text.find('{') != std::string::npos || l.text.find('}') != std::string::npos) continue;
+    if (auto st = local_statement(l.text)) {
       parsed[i].statement = true;
-      parsed[i].name = m[1].str();
-      parsed[i].operands = identifiers(m[2].str());
+      parsed[i].name = std::move(st->first);
+      parsed[i].operands = identifiers(st->second);
     }
   }
   // An unrecognised top-level line (a declaration without a value, say) makes every name it may
@@ -131,15 +214,12 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
     }
   }
   HoistedLoopBody out;
-  static const std::regex mask(R"(^\s*bool\s+(ok\d+)\s*=)");
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const Line& l = lines[i];
     if (parsed[i].statement && !dependent.count(parsed[i].name)) {
       out.invariant += l.text + "\n";
-      std::smatch k;
-      if (std::regex_search(l.text, k, mask) &&
-          std::find(out.masks.begin(), out.masks.end(), k[1].str()) == out.masks.end())
-        out.masks.push_back(k[1].str());
+      if (auto m = declared_mask(l.text); m && std::find(out.masks.begin(), out.masks.end(), *m) == out.masks.end())
+        out.masks.push_back(*m);
     } else {
       out.body += l.text + "\n";
     }
