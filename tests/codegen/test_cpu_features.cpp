@@ -50,7 +50,7 @@ Field with_layout(const Field& f, Layout layout) {
 void expect_backends_agree(const ir::Program& p, std::map<std::string, Field>& fields,
                            const std::map<std::string, Scalar>& scalars = {},
                            const std::map<std::string, const NeighborTable*>& tables = {},
-                           Layout layout = Layout::vertical_fastest) {
+                           Layout layout = Layout::vertical_fastest, int threads = 0) {
   std::map<std::string, Field> ref_fields, cpu_fields;
   for (auto& [n, f] : fields) {
     ref_fields.emplace(n, with_layout(f, layout));
@@ -64,7 +64,12 @@ void expect_backends_agree(const ir::Program& p, std::map<std::string, Field>& f
     return a;
   };
   run_reference(p, args_of(ref_fields));
-  compile(p, testing_support::cpu_options(layout))(args_of(cpu_fields));
+  CompileOptions options = testing_support::cpu_options(layout);
+  if (threads > 0) {
+    options.num_threads = threads;
+    options.parallel_threshold = 0;
+  }
+  compile(p, options)(args_of(cpu_fields));
   for (auto& [n, f] : ref_fields) EXPECT_TRUE(same_bits(f, cpu_fields.at(n), p.name + "." + n));
 }
 
@@ -147,6 +152,59 @@ TEST(CpuFeatures, NeighbourReductionsChainedShiftsAndSkipValues) {
   const std::map<std::string, const NeighborTable*> t{{"E2V", &mesh.table("E2V")}, {"V2E", &mesh.table("V2E")}};
   expect_backends_agree(pb.build(), f, s, t);
   expect_backends_agree(pb.build(), f, s, t, Layout::horizontal_fastest);
+}
+
+// An edge value times the edge's orientation, summed around a vertex (the diffusion / nabla
+// shape): on rows whose orientations are all +-1 the compiled kernel takes a copy of the level
+// loop with (flux * w) * sign reassociated to flux * (w * sign); on the other rows it must keep
+// the program's order. Both kinds of rows, overflowing and subnormal products included, equal the
+// reference bit for bit, on 1 and 3 threads (the parallel path), with a level count that leaves a
+// vector remainder.
+TEST(CpuFeatures, OrientationProductsReassociateOnlyWhereTheFactorIsPlusMinusOne) {
+  const Mesh mesh = make_torus_mesh(6, 5);  // every V2E neighbour present: the full-row copy
+  const std::int64_t nk = 19;
+  ProgramBuilder pb("orientation");
+  auto u = pb.field("u", {Vertex, K}, DType::float64);
+  auto w = pb.field("w", {Edge}, DType::float64);
+  auto sign = pb.field("sign", {Vertex, V2E.local}, DType::float64);
+  auto out = pb.field("out", {Vertex, K}, DType::float64);
+  auto nv = pb.scalar("nv", DType::int32);
+  const Expr flux = named("flux", (u(E2V[1]) - u(E2V[0])) * w);
+  pb.call("div", neighbor_sum(flux(V2E) * sign, V2E), {out}, {{Vertex, 0, nv}, {K, 0, nk}});
+  std::map<std::string, Field> f;
+  f.emplace("u", filled({Vertex, K}, DType::float64, {mesh.n_vertices, nk}));
+  Field& uf = f.at("u");
+  uf.at<double>({0, 3}) = 1e300;  // (u - u') * w overflows: +-inf either way
+  uf.at<double>({1, 4}) = 3e-310;  // subnormal differences
+  uf.at<double>({2, 4}) = -2e-310;
+  f.emplace("w", filled({Edge}, DType::float64, {mesh.n_edges}, {}, 0.7));
+  f.at("w").at<double>({0}) = 1e10;
+  Field sg({Vertex, V2E.local}, DType::float64, {mesh.n_vertices, 6});
+  // Rows 0-19: the mesh's orientations (+-1). Rows 20-: one factor that is not +-1 per row.
+  const std::vector<double> not_unit = {0.3, 0.0, -0.0, 2.0, 1.0000000000000002, -0.7};
+  for (std::int64_t v = 0; v < mesh.n_vertices; ++v)
+    for (int q = 0; q < 6; ++q)
+      sg.at<double>({v, q}) = v >= 20 && q == v % 6 ? not_unit[v % not_unit.size()] : mesh.edge_orientation_v2e[v * 6 + q];
+  // The data can tell the two orders apart where the factor is not +-1.
+  bool orders_differ = false;
+  const Field& wf = f.at("w");
+  for (std::int64_t v = 20; v < mesh.n_vertices; ++v)
+    for (std::int64_t k = 0; k < nk; ++k) {
+      const int q = static_cast<int>(v % 6);
+      const std::int32_t e = mesh.table("V2E")(v, q);
+      const double t = uf.at<double>({mesh.table("E2V")(e, 1), k}) - uf.at<double>({mesh.table("E2V")(e, 0), k});
+      const double a = wf.at<double>({e}), b = sg.at<double>({v, q});
+      if ((t * a) * b != t * (a * b)) orders_differ = true;
+    }
+  ASSERT_TRUE(orders_differ) << "the test data cannot tell a wrong reassociation from a right one";
+  f.emplace("sign", std::move(sg));
+  f.emplace("out", filled({Vertex, K}, DType::float64, {mesh.n_vertices, nk}));
+  const std::map<std::string, Scalar> s{{"nv", Scalar(static_cast<std::int32_t>(mesh.n_vertices))}};
+  const std::map<std::string, const NeighborTable*> t{{"E2V", &mesh.table("E2V")}, {"V2E", &mesh.table("V2E")}};
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(threads);
+    expect_backends_agree(pb.build(), f, s, t, Layout::vertical_fastest, threads);
+  }
 }
 
 TEST(CpuFeatures, MaterializedValueBecomesTransientWithSameResult) {

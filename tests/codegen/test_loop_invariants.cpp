@@ -107,5 +107,56 @@ TEST(LoopInvariants, TheHandParserKeepsToTheStatementsThePointEmitterWrites) {
   EXPECT_NE(h.body.find("const double v8"), std::string::npos) << h.body;
 }
 
+// (t * a) * b with a, b level-invariant and t * a used once: the fast copy computes t * (a * b)
+// (exact where b is +-1, which the kernel checks before taking it), keeping t's side of the
+// product; a product whose intermediate is read twice, or of integers, keeps its order.
+TEST(LoopInvariants, ProductsByAUnitFactorReassociateInTheFastCopy) {
+  const std::string body =
+      "  const double v1 = b0[o0 + x_E];\n"
+      "  const double v2 = b1[o1 + x_E];\n"
+      "  const double v3 = b2[o2 + x_E * s2_0 + x_K];\n"
+      "  const double v4 = static_cast<double>(v3 * v1);\n"
+      "  const double v5 = static_cast<double>(v4 * v2);\n"
+      "  const double v6 = static_cast<double>(v3 * v1);\n"
+      "  const double v7 = static_cast<double>(v6 * v2);\n"
+      "  const double v8 = static_cast<double>(v6 + v7);\n"
+      "  const double v11 = static_cast<double>(v1 * v3);\n"
+      "  const double v12 = static_cast<double>(v2 * v11);\n"
+      "  const std::int64_t i13 = t0[x_E];\n"
+      "  const std::int64_t i14 = static_cast<std::int64_t>(x_K * i13);\n"
+      "  const std::int64_t i15 = static_cast<std::int64_t>(i14 * i13);\n"
+      "  b3[o3 + x_E * s3_0 + x_K] = v5 + v8 + v12 + i15;\n";
+  const HoistedLoopBody h = hoist_loop_invariants(body, "x_K");
+  EXPECT_EQ(h.invariant,
+            "  const double v1 = b0[o0 + x_E];\n"
+            "  const double v2 = b1[o1 + x_E];\n"
+            "  const std::int64_t i13 = t0[x_E];\n");
+  EXPECT_EQ(h.unit_factors, std::vector<std::string>{"v2"});
+  EXPECT_EQ(h.fast_prelude, "const double unit0_v5 = static_cast<double>(v1 * v2);\n") << "one product for the pair (v1, v2)";
+  std::string fast = h.body;
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    const std::size_t at = fast.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    fast.replace(at, from.size(), to);
+  };
+  replace("v5 = static_cast<double>(v4 * v2)", "v5 = static_cast<double>(v3 * unit0_v5)");
+  replace("v12 = static_cast<double>(v2 * v11)", "v12 = static_cast<double>(unit0_v5 * v3)");
+  EXPECT_EQ(h.fast_body, fast) << "v7 (v6 is read twice) and i15 (integers) keep their order";
+}
+
+// Without such a product the fast copy is the loop itself and nothing is checked.
+TEST(LoopInvariants, NoUnitFactorsWithoutAChainOfInvariantFactors) {
+  const std::string body =
+      "  const double v1 = b0[o0 + x_E];\n"
+      "  const double v2 = b2[o2 + x_E * s2_0 + x_K];\n"
+      "  const double v3 = static_cast<double>(v2 * v1);\n"
+      "  const double v4 = static_cast<double>(v3 * v2);\n"
+      "  b3[o3 + x_E * s3_0 + x_K] = v4;\n";
+  const HoistedLoopBody h = hoist_loop_invariants(body, "x_K");
+  EXPECT_TRUE(h.unit_factors.empty());
+  EXPECT_EQ(h.fast_prelude, "");
+  EXPECT_EQ(h.fast_body, h.body);
+}
+
 }  // namespace
 }  // namespace fieldflow::codegen

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "codegen/common/point_emitter.h"
 #include "codegen/cpu/loop_invariants.h"
@@ -166,23 +167,38 @@ class KernelEmitter : public PointEmitter {
     code += n > 2 ? fmt::format("#pragma omp for collapse({}) schedule(static)\n", n - 1)
                   : std::string("#pragma omp for schedule(static)\n");
     for (int a = 0; a < n - 1; ++a) code += loop(order[a], 2 + a);
-    // What does not change along the vector loop runs once before it; where every neighbour
+    // What does not change along the vector loop runs once before it. Where every neighbour
     // the reductions read is present, a copy of the loop with the masks fixed to true has no
-    // selects left (loop_invariants.h).
+    // selects left; where the orientation-like factors are +-1, a copy has one product less per
+    // such term (loop_invariants.h).
     const HoistedLoopBody split = hoist_loop_invariants(inner, var(order[n - 1]));
-    const std::string vector_loop =
-        "#pragma omp simd" + red + "\n" + loop(order[n - 1], n + 1) + split.body + pad(n + 1) + "}\n";
+    const auto vector_loop = [&](const std::string& body, int ind) {
+      return "#pragma omp simd" + red + "\n" + loop(order[n - 1], ind) + body + pad(ind) + "}\n";
+    };
+    const auto versioned = [&](const std::string& condition, const std::string& comment, const std::string& prelude,
+                               const std::string& fast, const std::string& general, int ind) {
+      return fmt::format("{0}if ({1}) {{  // {2}\n{3}{4}{0}}} else {{\n{5}{0}}}\n", pad(ind), condition, comment, prelude,
+                         fast, general);
+    };
+    const auto unit_versions = [&](int ind) {
+      if (split.unit_factors.empty()) return vector_loop(split.body, ind);
+      std::string units, prelude;
+      for (const auto& u : split.unit_factors) units += fmt::format("{0}({1} == 1 || {1} == -1)", units.empty() ? "" : " && ", u);
+      std::istringstream in(split.fast_prelude);
+      for (std::string l; std::getline(in, l);) prelude += pad(ind + 1) + l + "\n";
+      return versioned(units, "unit factors", prelude, vector_loop(split.fast_body, ind + 1), vector_loop(split.body, ind + 1), ind);
+    };
     code += split.invariant;
     if (split.masks.empty()) {
-      code += vector_loop;
+      code += unit_versions(n + 1);
     } else {
       std::string full_row, fixed;
       for (const auto& m : split.masks) {
         full_row += (full_row.empty() ? "" : " && ") + m;
         fixed += fmt::format("{}{} = true", fixed.empty() ? "" : ", ", m);
       }
-      code += fmt::format("{0}if ({1}) {{  // every neighbour present\n{0}  const bool {2};\n", pad(n + 1), full_row, fixed) +
-              vector_loop + pad(n + 1) + "} else {\n" + vector_loop + pad(n + 1) + "}\n";
+      code += versioned(full_row, "every neighbour present", fmt::format("{}  const bool {};\n", pad(n + 1), fixed),
+                        unit_versions(n + 2), vector_loop(split.body, n + 2), n + 1);
     }
     for (int a = n; a >= 2; --a) code += pad(a) + "}\n";
     code += (report.empty() ? "" : "    " + report) + "  }\n";

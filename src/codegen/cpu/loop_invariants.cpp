@@ -7,6 +7,8 @@
 #include <sstream>
 #include <string_view>
 
+#include <fmt/format.h>
+
 namespace fieldflow::codegen {
 
 namespace {
@@ -52,9 +54,14 @@ std::size_t word_end(const std::string& s, std::size_t i) {
 
 bool starts_with_at(const std::string& s, std::size_t i, std::string_view w) { return s.compare(i, w.size(), w) == 0; }
 
+struct Statement {
+  std::string type;  // the declared type, empty for an assignment
+  std::string name, value;
+};
+
 // `<name> = <value>;` optionally followed by a `//` comment, from position i of a line: the
 // name and the value. The value ends at the first `;` after which only a comment or blanks follow.
-std::optional<std::pair<std::string, std::string>> local_assignment(const std::string& s, std::size_t i) {
+std::optional<Statement> local_assignment(const std::string& s, std::size_t i) {
   const std::size_t e = word_end(s, i);
   if (e == i) return std::nullopt;
   std::size_t k = skip_space(s, e);
@@ -62,7 +69,7 @@ std::optional<std::pair<std::string, std::string>> local_assignment(const std::s
   const std::size_t value = k + 1;
   for (std::size_t semi = s.find(';', value); semi != std::string::npos; semi = s.find(';', semi + 1)) {
     const std::size_t rest = skip_space(s, semi + 1);
-    if (rest == s.size() || starts_with_at(s, rest, "//")) return std::pair{s.substr(i, e - i), s.substr(value, semi - value)};
+    if (rest == s.size() || starts_with_at(s, rest, "//")) return Statement{"", s.substr(i, e - i), s.substr(value, semi - value)};
   }
   return std::nullopt;
 }
@@ -70,13 +77,16 @@ std::optional<std::pair<std::string, std::string>> local_assignment(const std::s
 // A line the point emitter writes as one declaration (`const double v3 = ...;`) or assignment
 // (`nb4 = present5 ? nb4 : 0;`) of a local: the local and its value. Parsed by hand because this
 // runs on every warm compile (a cache hit), where std::regex cost more than the rest of codegen.
-std::optional<std::pair<std::string, std::string>> local_statement(const std::string& s) {
+std::optional<Statement> local_statement(const std::string& s) {
   std::size_t i = skip_space(s, 0);
   if (auto a = local_assignment(s, i)) return a;
   if (starts_with_at(s, i, "const") && i + 5 < s.size() && space(s[i + 5])) i = skip_space(s, i + 5);
   for (std::string_view type : {"double", "float", "bool", "std::int32_t", "std::int64_t"})
-    if (starts_with_at(s, i, type) && i + type.size() < s.size() && space(s[i + type.size()]))
-      return local_assignment(s, skip_space(s, i + type.size()));
+    if (starts_with_at(s, i, type) && i + type.size() < s.size() && space(s[i + type.size()])) {
+      auto d = local_assignment(s, skip_space(s, i + type.size()));
+      if (d) d->type = type;
+      return d;
+    }
   return std::nullopt;
 }
 
@@ -126,6 +136,28 @@ std::optional<std::string> declared_mask(const std::string& s) {
   return s.substr(i, e - i);
 }
 
+
+bool identifier(std::string_view s) {
+  if (s.empty() || !identifier_char(s[0], true)) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return identifier_char(c, false); });
+}
+
+// The two operands of `static_cast<T>(a * b)` (how the point emitter writes a product of type T),
+// where both are names.
+std::optional<std::pair<std::string, std::string>> product_of(const std::string& value, const std::string& type) {
+  const std::size_t b = skip_space(value, 0);
+  std::size_t e = value.size();
+  while (e > b && space(value[e - 1])) --e;
+  const std::string open = "static_cast<" + type + ">(";
+  if (!starts_with_at(value, b, open) || e == 0 || value[e - 1] != ')') return std::nullopt;
+  const std::string_view inner = std::string_view(value).substr(b + open.size(), e - 1 - b - open.size());
+  const std::size_t star = inner.find(" * ");
+  if (star == std::string_view::npos) return std::nullopt;
+  const std::string_view x = inner.substr(0, star), y = inner.substr(star + 3);
+  if (!identifier(x) || !identifier(y)) return std::nullopt;
+  return std::pair{std::string(x), std::string(y)};
+}
+
 }  // namespace
 
 HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string& loop_var) {
@@ -158,7 +190,9 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
   // Each line is parsed once (this runs on every warm compile too).
   struct Parsed {
     bool statement = false;
+    std::string type;                    // its declared type (empty for an assignment)
     std::string name;                    // the local it declares or assigns
+    std::string value;                   // its right-hand side
     std::vector<std::string> operands;   // names on its right-hand side
     std::vector<std::string> names;      // every name on the line
   };
@@ -169,8 +203,10 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
     if (l.depth != 0 || l.text.find('{') != std::string::npos || l.text.find('}') != std::string::npos) continue;
     if (auto st = local_statement(l.text)) {
       parsed[i].statement = true;
-      parsed[i].name = std::move(st->first);
-      parsed[i].operands = identifiers(st->second);
+      parsed[i].type = std::move(st->type);
+      parsed[i].name = std::move(st->name);
+      parsed[i].value = std::move(st->value);
+      parsed[i].operands = identifiers(parsed[i].value);
     }
   }
   // An unrecognised top-level line (a declaration without a value, say) makes every name it may
@@ -224,6 +260,52 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
       out.body += l.text + "\n";
     }
   }
+  // Products by a level-invariant factor that is +-1 at run time reassociate exactly: with
+  // y = t * a and x = y * b, where a and b do not change along the loop and y has no other use,
+  // (t * a) * b == t * (a * b) bit for bit when b is 1 or -1 (rounding to nearest is symmetric,
+  // so both sides are +-round(t a), overflow and underflow included). An edge orientation times
+  // a per-edge weight is this shape; the fast copy of the loop then has one product per term.
+  std::map<std::string, std::size_t> definition;
+  std::map<std::string, int> uses;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (parsed[i].statement && !parsed[i].type.empty()) definition.emplace(parsed[i].name, i);
+    for (const auto& id : parsed[i].names) ++uses[id];
+  }
+  const auto hoisted_of_type = [&](const std::string& name, const std::string& type) {
+    const auto it = definition.find(name);
+    return it != definition.end() && parsed[it->second].type == type && !dependent.count(name);
+  };
+  std::map<std::size_t, std::string> rewritten;  // line -> its text in the fast copy
+  std::map<std::pair<std::string, std::string>, std::string> folded;  // (a, b) -> the local a * b
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const Parsed& x = parsed[i];
+    if (!x.statement || x.type != "double" && x.type != "float" || !dependent.count(x.name)) continue;
+    const auto xp = product_of(x.value, x.type);
+    if (!xp) continue;
+    for (const auto& [y_name, b] : {*xp, std::pair{xp->second, xp->first}}) {
+      const auto yd = definition.find(y_name);
+      if (!hoisted_of_type(b, x.type) || yd == definition.end() || yd->second >= i || uses[y_name] != 2) continue;
+      const Parsed& y = parsed[yd->second];
+      const auto yp = y.type == x.type && dependent.count(y.name) ? product_of(y.value, y.type) : std::nullopt;
+      if (!yp) continue;
+      const bool a_first = hoisted_of_type(yp->first, x.type);
+      const std::string& a = a_first ? yp->first : yp->second;
+      const std::string& t = a_first ? yp->second : yp->first;
+      if (!hoisted_of_type(a, x.type) || !dependent.count(t)) continue;
+      auto [c, fresh] = folded.try_emplace({a, b}, fmt::format("unit{}_{}", folded.size(), x.name));
+      if (fresh) out.fast_prelude += fmt::format("const {} {} = static_cast<{}>({} * {});\n", x.type, c->second, x.type, a, b);
+      if (std::find(out.unit_factors.begin(), out.unit_factors.end(), b) == out.unit_factors.end()) out.unit_factors.push_back(b);
+      const std::string& text = lines[i].text;
+      rewritten[i] = fmt::format("{}const {} {} = static_cast<{}>({} * {});", text.substr(0, text.find_first_not_of(" \t")),
+                                 x.type, x.name, x.type, a_first ? c->second : t, a_first ? t : c->second);
+      break;
+    }
+  }
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (!parsed[i].statement || dependent.count(parsed[i].name)) {
+      const auto it = rewritten.find(i);
+      out.fast_body += (it != rewritten.end() ? it->second : lines[i].text) + "\n";
+    }
   return out;
 }
 

@@ -16,6 +16,12 @@ struct HoistedLoopBody {
   // The reduction masks (`bool okN`) among the invariant statements: where all of them are true,
   // a copy of the loop with them fixed to true computes the same values without the selects.
   std::vector<std::string> masks;
+  // Level-invariant factors whose products reassociate exactly where they are 1 or -1 (an edge
+  // orientation): the fast copy of the loop runs `fast_prelude` once, then `fast_body`, in which
+  // `(t * a) * b` became `t * ab` with `ab = a * b` from the prelude.
+  std::vector<std::string> unit_factors;
+  std::string fast_prelude;
+  std::string fast_body;  // `body` with those products rewritten (the same text if there are none)
 };
 
 // Splits `body`, the body of a loop over `loop_var`, into the statements that may run once
