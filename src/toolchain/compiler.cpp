@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -196,6 +197,21 @@ fs::path resolve_executable(const std::string& cxx) {
   return {};
 }
 
+// -march=native unless FIELDFLOW_JIT_MARCH names another target: x86-64-v3 (AVX2) lets valgrind,
+// which decodes no AVX-512, count a module's instructions on a machine that has it
+// (scripts/where-time-goes.sh). Part of the flags, hence of the cache key.
+std::string jit_march_flag() {
+  const std::string march = env_or_empty("FIELDFLOW_JIT_MARCH");
+  if (march.empty()) return "-march=native";
+  const bool word = std::all_of(march.begin(), march.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+  if (!word)
+    throw OptionError(fmt::format("FIELDFLOW_JIT_MARCH is '{}': expected a -march target such as native or x86-64-v3 "
+                                  "(letters, digits, '-', '_', '.')", march));
+  return "-march=" + march;
+}
+
 }  // namespace
 
 CompilerConfig default_compiler_config(bool openmp) {
@@ -205,7 +221,7 @@ CompilerConfig default_compiler_config(bool openmp) {
   if (config.cxx.empty()) config.cxx = "c++";
   // -fno-math-errno lets sqrt & co. become single instructions without changing any result;
   // -ffast-math would (reassociation, flushed denormals) and is therefore never used.
-  config.flags = {"-std=c++20", "-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno",
+  config.flags = {"-std=c++20", "-O3", jit_march_flag(), "-fPIC", "-shared", "-fno-math-errno",
                   // No FMA contraction: results must equal the reference executor bit for bit.
                   "-ffp-contract=off",
                   // Lets selects of floating-point values be if-converted (vectorised neighbour

@@ -72,6 +72,7 @@ class ModuleCacheTest : public ::testing::Test {
 
 TEST(CompilerConfigTest, DefaultFlagsAreExactAndNeverFastMath) {
   ScopedEnv include("FIELDFLOW_INCLUDE_DIR", std::nullopt);
+  ScopedEnv march("FIELDFLOW_JIT_MARCH", std::nullopt);
   const CompilerConfig with_omp = default_compiler_config(true);
   const CompilerConfig without_omp = default_compiler_config(false);
   auto has = [](const CompilerConfig& c, const std::string& flag) {
@@ -89,6 +90,33 @@ TEST(CompilerConfigTest, DefaultFlagsAreExactAndNeverFastMath) {
                                          [](const std::string& f) { return f.starts_with("-I"); });
   ASSERT_NE(include_flag, with_omp.flags.end());
   EXPECT_TRUE(fs::exists(fs::path(include_flag->substr(2)) / "fieldflow" / "errors.h")) << *include_flag;
+}
+
+// FIELDFLOW_JIT_MARCH replaces -march=native (an AVX2 build that valgrind can count on an AVX-512
+// machine); a value that is not one word is refused before any compiler runs, naming it.
+TEST(CompilerConfigTest, JitMarchComesFromTheEnvironment) {
+  const auto marches = [](const CompilerConfig& c) {
+    std::vector<std::string> m;
+    for (const auto& f : c.flags)
+      if (f.starts_with("-march=")) m.push_back(f);
+    return m;
+  };
+  {
+    ScopedEnv march("FIELDFLOW_JIT_MARCH", "x86-64-v3");
+    EXPECT_EQ(marches(default_compiler_config(true)), std::vector<std::string>{"-march=x86-64-v3"});
+  }
+  {
+    ScopedEnv march("FIELDFLOW_JIT_MARCH", "");
+    EXPECT_EQ(marches(default_compiler_config(true)), std::vector<std::string>{"-march=native"});
+  }
+  ScopedEnv march("FIELDFLOW_JIT_MARCH", "native -O0");
+  try {
+    default_compiler_config(true);
+    FAIL() << "expected OptionError";
+  } catch (const OptionError& e) {
+    EXPECT_NE(std::string(e.what()).find("FIELDFLOW_JIT_MARCH is 'native -O0'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("x86-64-v3"), std::string::npos) << e.what();
+  }
 }
 
 // A library built with AddressSanitizer (CMake FIELDFLOW_SANITIZE) compiles generated modules with

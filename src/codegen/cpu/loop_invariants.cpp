@@ -279,7 +279,7 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
   std::map<std::pair<std::string, std::string>, std::string> folded;  // (a, b) -> the local a * b
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const Parsed& x = parsed[i];
-    if (!x.statement || x.type != "double" && x.type != "float" || !dependent.count(x.name)) continue;
+    if (!x.statement || (x.type != "double" && x.type != "float") || !dependent.count(x.name)) continue;
     const auto xp = product_of(x.value, x.type);
     if (!xp) continue;
     for (const auto& [y_name, b] : {*xp, std::pair{xp->second, xp->first}}) {
