@@ -158,5 +158,46 @@ TEST(LoopInvariants, NoUnitFactorsWithoutAChainOfInvariantFactors) {
   EXPECT_EQ(h.fast_body, h.body);
 }
 
+// A loop across columns inside a level loop: its branches on the level (a boundary) do not
+// change along the loop and are set to false in the copy for the interior levels; a branch on a
+// value the body computes, on the loop's own variable, on memory, or nested in another block
+// stays as it is.
+TEST(LoopInvariants, BranchesOnTheLevelAreUnswitchedOthersStay) {
+  const std::string body =
+      "  double v0;\n"
+      "  if (x_K == std::int64_t(0ULL)) {\n"
+      "    v0 = double(0x0p+0);\n"
+      "  } else {\n"
+      "    v0 = b1[o1 + x_I + (x_K - 1) * s1_2];\n"
+      "    if (x_K == p9) {\n"
+      "      v0 = 1.0;\n"
+      "    }\n"
+      "  }\n"
+      "  const double v3 = b0[o0 + x_I + x_K * s0_2];\n"
+      "  if (v3 > v0) {\n"
+      "    v0 = v3;\n"
+      "  }\n"
+      "  if (v0 > 1.0) {\n"
+      "    v0 = 1.0;\n"
+      "  }\n"
+      "  if (x_I == 3) {\n"
+      "    v0 = 2.0;\n"
+      "  }\n"
+      "  if (b2[x_K] > 0.0) {\n"
+      "    v0 = 3.0;\n"
+      "  }\n"
+      "  if (x_K == std::int64_t(0ULL)) {\n"
+      "    v0 = -v0;\n"
+      "  }\n"
+      "  b3[o3 + x_I + x_K * s3_2] = v0;\n";
+  const UnswitchedLoopBody u = unswitch_invariant_branches(body, "x_I");
+  EXPECT_EQ(u.conditions, std::vector<std::string>{"x_K == std::int64_t(0ULL)"}) << "once, though it is written twice";
+  std::string fast = body;
+  for (std::size_t at; (at = fast.find("  if (x_K == std::int64_t(0ULL)) {")) != std::string::npos;)
+    fast.replace(at, std::string("  if (x_K == std::int64_t(0ULL)) {").size(), "  if (false) {");
+  EXPECT_EQ(u.fast_body, fast);
+  EXPECT_TRUE(unswitch_invariant_branches("  const double v1 = b0[x_I];\n", "x_I").conditions.empty());
+}
+
 }  // namespace
 }  // namespace fieldflow::codegen

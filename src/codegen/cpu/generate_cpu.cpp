@@ -98,7 +98,7 @@ class KernelEmitter : public PointEmitter {
       const std::string simd = "#pragma omp simd" + red() + "\n";
       if (!block) code += simd + loop(kdim, in) + inner + pad(in) + "}\n";
       else if (s_.layout == Layout::horizontal_fastest)  // level by level, a vector loop along the block's row
-        code += loop(kdim, ind + 1) + simd + columns(ind + 2) + inner + pad(ind + 2) + "}\n" + pad(ind + 1) + "}\n";
+        code += loop(kdim, ind + 1) + unswitched_loop(simd, columns(ind + 2), inner, var(block->dim), ind + 2) + pad(ind + 1) + "}\n";
       else  // column by column, a vector loop along each column
         code += columns(ind + 1) + simd + loop(kdim, ind + 2) + inner + pad(ind + 2) + "}\n" + pad(ind + 1) + "}\n";
       return code + pad(ind) + "}\n";
@@ -119,7 +119,7 @@ class KernelEmitter : public PointEmitter {
     carry_index_.clear();
     code += fmt::format("{}for (std::int64_t st = 0; st < {} - {}; ++st) {{\n{}{}", pad(ind + 1), hi(kdim), lo(kdim),
                         pad(ind + 2), level(scan));
-    if (block) code += "#pragma omp simd" + red() + "\n" + columns(ind + 2) + body + pad(ind + 2) + "}\n";
+    if (block) code += unswitched_loop("#pragma omp simd" + red() + "\n", columns(ind + 2), body, var(block->dim), ind + 2);
     else code += body;
     return code + pad(ind + 1) + "}\n" + pad(ind) + "}\n";
   }
@@ -127,6 +127,19 @@ class KernelEmitter : public PointEmitter {
   std::string loop(const Dimension& d, int ind) const {
     const std::string x = var(d);
     return fmt::format("{0}for (std::int64_t {1} = {2}; {1} < {3}; ++{1}) {{\n", pad(ind), x, lo(d), hi(d));
+  }
+
+  // `pragma`, then the loop `header` over `loop_var` (at `ind`) around `body`; where the body
+  // branches on conditions that do not change along the loop (a boundary level, in a loop across
+  // columns), a copy for "all of them false" comes first (loop_invariants.h).
+  std::string unswitched_loop(const std::string& pragma, const std::string& header, const std::string& body,
+                              const std::string& loop_var, int ind) const {
+    const UnswitchedLoopBody u = unswitch_invariant_branches(body, loop_var);
+    if (u.conditions.empty()) return pragma + header + body + pad(ind) + "}\n";
+    std::string none;
+    for (const auto& c : u.conditions) none += fmt::format("{}!({})", none.empty() ? "" : " && ", c);
+    return fmt::format("{0}if ({1}) {{  // no boundary branch taken\n{2}{3}{4}{0}}}\n{0}}} else {{\n{2}{3}{5}{0}}}\n{0}}}\n",
+                       pad(ind), none, pragma, header, u.fast_body, body);
   }
 
   std::string emit_pointwise() {

@@ -309,4 +309,41 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
   return out;
 }
 
+UnswitchedLoopBody unswitch_invariant_branches(const std::string& body, const std::string& loop_var) {
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(body);
+    for (std::string t; std::getline(in, t);) lines.push_back(std::move(t));
+  }
+  // Every name the body assigns (`x = `, `x |= `, declarations with a value) or declares without
+  // one (`double v0;`), and the loop's own variable.
+  std::set<std::string> varying{loop_var};
+  for (const auto& l : lines) {
+    for (auto& name : assigned_names(l)) varying.insert(std::move(name));
+    const std::vector<std::string> ids = identifiers(l);
+    if (!ids.empty() && l.find('=') == std::string::npos && l.find('(') == std::string::npos && l.back() == ';')
+      varying.insert(ids.back());
+  }
+  UnswitchedLoopBody out;
+  int depth = 0;
+  for (const auto& l : lines) {
+    std::string text = l;
+    const std::size_t i = skip_space(l, 0);
+    if (depth == 0 && starts_with_at(l, i, "if (") && l.size() >= 3 && l.compare(l.size() - 3, 3, ") {") == 0) {
+      const std::string condition = l.substr(i + 4, l.size() - 3 - (i + 4));
+      const std::vector<std::string> ids = identifiers(condition);
+      const bool invariant = condition.find('[') == std::string::npos &&
+                             std::none_of(ids.begin(), ids.end(), [&](const std::string& id) { return varying.count(id) > 0; });
+      if (invariant) {
+        if (std::find(out.conditions.begin(), out.conditions.end(), condition) == out.conditions.end())
+          out.conditions.push_back(condition);
+        text = l.substr(0, i) + "if (false) {";
+      }
+    }
+    out.fast_body += text + "\n";
+    depth += static_cast<int>(std::count(l.begin(), l.end(), '{')) - static_cast<int>(std::count(l.begin(), l.end(), '}'));
+  }
+  return out;
+}
+
 }  // namespace fieldflow::codegen

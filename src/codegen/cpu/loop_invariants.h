@@ -33,4 +33,18 @@ struct HoistedLoopBody {
 // nothing runs that the loop would not have run, and every value is the one the loop computed.
 HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string& loop_var);
 
+// Branches of a vector loop's body on a condition that does not change along the loop: in a
+// loop across columns inside a level loop, `if (x_K == 0) {...} else {...}` (a boundary level).
+// GCC if-converts such a branch into both sides computed and blended (masked loads included) at
+// every level; `fast_body` has those branches' conditions replaced by `false`, so a copy of the
+// loop taken where every condition is false (the interior levels) is straight-line code.
+struct UnswitchedLoopBody {
+  std::vector<std::string> conditions;  // each as written, without its parentheses
+  std::string fast_body;
+};
+
+// The top-level `if (C) {` lines of `body` (a loop over `loop_var`) whose C reads no memory (no
+// `[`) and no name that the body assigns or declares, nor `loop_var`.
+UnswitchedLoopBody unswitch_invariant_branches(const std::string& body, const std::string& loop_var);
+
 }  // namespace fieldflow::codegen
