@@ -207,6 +207,32 @@ TEST(CpuFeatures, OrientationProductsReassociateOnlyWhereTheFactorIsPlusMinusOne
   }
 }
 
+// Branches on the boundary of the outer dimension inside a vector loop (K == 0 across I in the
+// horizontal-fastest layout, I == 0 across K in the vertical-fastest one) are unswitched: a copy
+// of the loop without them runs away from the boundary. Both copies equal the reference, with a
+// vector remainder (37 columns, 9 levels) and on 3 threads.
+TEST(CpuFeatures, BoundaryBranchesInAVectorLoopAreUnswitched) {
+  ProgramBuilder pb("boundary");
+  auto x = pb.field("x", {I, J, K}, DType::float64);
+  auto out = pb.field("out", {I, J, K}, DType::float64);
+  auto nk = pb.scalar("nk", DType::int32);
+  auto ni = pb.scalar("ni", DType::int32);
+  auto below = concat_where(K == 0, x * 2.0, x(K - 1) + x);
+  auto left = concat_where(I == 0, x * 0.5, x - x(I - 1) * 0.5);
+  auto above = concat_where(K >= nk - 1, x, x(K + 1) * 3.0);
+  pb.call("boundary", below + left * above, {out}, {{I, 0, ni}, {J, 0, 5}, {K, 0, nk}});
+  const ir::Program program = pb.build();
+  for (Layout layout : {Layout::horizontal_fastest, Layout::vertical_fastest}) {
+    SCOPED_TRACE(to_string(layout));
+    std::map<std::string, Field> f;
+    f.emplace("x", filled({I, J, K}, DType::float64, {37, 5, 9}));
+    f.emplace("out", filled({I, J, K}, DType::float64, {37, 5, 9}));
+    expect_backends_agree(program, f, {{"nk", Scalar(9)}, {"ni", Scalar(37)}}, {}, layout, 3);
+    const std::string source = compile(program, testing_support::cpu_options(layout)).generated_source();
+    EXPECT_NE(source.find("no boundary branch taken"), std::string::npos) << source;
+  }
+}
+
 TEST(CpuFeatures, MaterializedValueBecomesTransientWithSameResult) {
   ProgramBuilder pb("materialized");
   auto in = pb.field("in", {I, J}, DType::float64);

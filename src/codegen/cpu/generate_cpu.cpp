@@ -186,7 +186,7 @@ class KernelEmitter : public PointEmitter {
     // such term (loop_invariants.h).
     const HoistedLoopBody split = hoist_loop_invariants(inner, var(order[n - 1]));
     const auto vector_loop = [&](const std::string& body, int ind) {
-      return "#pragma omp simd" + red + "\n" + loop(order[n - 1], ind) + body + pad(ind) + "}\n";
+      return unswitched_loop("#pragma omp simd" + red + "\n", loop(order[n - 1], ind), body, var(order[n - 1]), ind);
     };
     const auto versioned = [&](const std::string& condition, const std::string& comment, const std::string& prelude,
                                const std::string& fast, const std::string& general, int ind) {
