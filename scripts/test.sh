@@ -21,13 +21,14 @@ FIELDFLOW_CACHE_DIR="$PWD/build/tsan/test-cache" build/tsan/tests/runtime/test_r
 # modules alike (the JIT compiles them with the same sanitizers into their own cache entries: the
 # flags are part of the key), -O1 with assertions (CMakePresets.json), over the tests that exercise
 # the most memory handling: compiled programs against the reference with exactly sized, guarded
-# workspaces, column groups, views over host memory (padding checked after each call), the C API,
-# the cache and toolchain under attack and fault injection, and the lowering passes (their IR
+# workspaces, column groups, the language features through the CPU generator (its loop versions:
+# full-row, unit-factor and unswitched copies), views over host memory (padding checked after each
+# call), the C API, the cache and toolchain under attack and fault injection, and the lowering passes (their IR
 # rewriting: the whole suite under ASan found a use after free in fuse_kernels). The whole suite under ASan
 # (`ctest --preset asan`) builds for about an hour on 2 cores, past CI's budget: run it by hand.
 stage "AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer"
 cmake --preset asan >/dev/null
-asan_tests=(runtime/test_runtime_compiled codegen/test_column_groups runtime/test_views capi/test_capi
+asan_tests=(runtime/test_runtime_compiled codegen/test_column_groups codegen/test_codegen runtime/test_views capi/test_capi
             toolchain/test_toolchain runtime/test_runtime_faults passes/test_passes)
 cmake --build --preset asan --target "${asan_tests[@]##*/}"
 export ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
