@@ -135,11 +135,18 @@ class KernelEmitter : public PointEmitter {
   std::string unswitched_loop(const std::string& pragma, const std::string& header, const std::string& body,
                               const std::string& loop_var, int ind) const {
     const UnswitchedLoopBody u = unswitch_invariant_branches(body, loop_var);
-    if (u.conditions.empty()) return pragma + header + body + pad(ind) + "}\n";
+    const auto plain = [&](const std::string& b) { return pragma + header + b + pad(ind) + "}\n"; };
+    if (u.conditions.empty()) return plain(body);
     std::string none;
     for (const auto& c : u.conditions) none += fmt::format("{}!({})", none.empty() ? "" : " && ", c);
-    return fmt::format("{0}if ({1}) {{  // no boundary branch taken\n{2}{3}{4}{0}}}\n{0}}} else {{\n{2}{3}{5}{0}}}\n{0}}}\n",
-                       pad(ind), none, pragma, header, u.fast_body, body);
+    return versioned(none, "no boundary branch taken", "", plain(u.fast_body), plain(body), ind);
+  }
+
+  // `if (condition) { prelude fast } else { general }` at `ind`: a loop's versions.
+  std::string versioned(const std::string& condition, const std::string& comment, const std::string& prelude,
+                        const std::string& fast, const std::string& general, int ind) const {
+    return fmt::format("{0}if ({1}) {{  // {2}\n{3}{4}{0}}} else {{\n{5}{0}}}\n", pad(ind), condition, comment, prelude, fast,
+                       general);
   }
 
   std::string emit_pointwise() {
@@ -187,11 +194,6 @@ class KernelEmitter : public PointEmitter {
     const HoistedLoopBody split = hoist_loop_invariants(inner, var(order[n - 1]));
     const auto vector_loop = [&](const std::string& body, int ind) {
       return unswitched_loop("#pragma omp simd" + red + "\n", loop(order[n - 1], ind), body, var(order[n - 1]), ind);
-    };
-    const auto versioned = [&](const std::string& condition, const std::string& comment, const std::string& prelude,
-                               const std::string& fast, const std::string& general, int ind) {
-      return fmt::format("{0}if ({1}) {{  // {2}\n{3}{4}{0}}} else {{\n{5}{0}}}\n", pad(ind), condition, comment, prelude,
-                         fast, general);
     };
     const auto unit_versions = [&](int ind) {
       if (split.unit_factors.empty()) return vector_loop(split.body, ind);
