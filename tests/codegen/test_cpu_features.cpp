@@ -233,6 +233,34 @@ TEST(CpuFeatures, BoundaryBranchesInAVectorLoopAreUnswitched) {
   }
 }
 
+// The same inside a column group (a scan with computed inputs): the kernels of a block loop
+// along K one column at a time (vertical-fastest, where `I == 0` does not change) or across the
+// block's row one level at a time (horizontal-fastest, where `K == 0` does not), and each such
+// loop gets its copy without the branch. Sizes above the block sizes (8 columns; rows of 256 are
+// cut to the 37 columns), 3 threads.
+TEST(CpuFeatures, BoundaryBranchesInAColumnGroupAreUnswitched) {
+  ProgramBuilder pb("boundary_scan");
+  auto x = pb.field("x", {I, J, K}, DType::float64);
+  auto out = pb.field("out", {I, J, K}, DType::float64);
+  auto nk = pb.scalar("nk", DType::int32);
+  auto left = concat_where(I == 0, x * 0.5, x - x(I - 1) * 0.5);
+  auto below = concat_where(K == 0, x * 2.0, x(K - 1) + x);
+  auto sweep = scan("sweep", ScanDirection::forward, {Scalar(0.0)},
+                    [](const Expr& c, const std::vector<Expr>& in) { return c * 0.5 + in[0] * in[1]; }, {left, below});
+  pb.call("boundary_scan", sweep * 2.0 - x, {out}, {{I, 0, 37}, {J, 0, 11}, {K, 0, nk}});
+  const ir::Program program = pb.build();
+  for (Layout layout : {Layout::horizontal_fastest, Layout::vertical_fastest}) {
+    SCOPED_TRACE(to_string(layout));
+    std::map<std::string, Field> f;
+    f.emplace("x", filled({I, J, K}, DType::float64, {37, 11, 19}));
+    f.emplace("out", filled({I, J, K}, DType::float64, {37, 11, 19}));
+    expect_backends_agree(program, f, {{"nk", Scalar(19)}}, {}, layout, 3);
+    const CompiledProgram compiled = compile(program, testing_support::cpu_options(layout));
+    EXPECT_NE(compiled.schedule_text().find("column group"), std::string::npos) << compiled.schedule_text();
+    EXPECT_NE(compiled.generated_source().find("no boundary branch taken"), std::string::npos) << compiled.generated_source();
+  }
+}
+
 TEST(CpuFeatures, MaterializedValueBecomesTransientWithSameResult) {
   ProgramBuilder pb("materialized");
   auto in = pb.field("in", {I, J}, DType::float64);

@@ -132,7 +132,7 @@ TEST(LoopInvariants, ProductsByAUnitFactorReassociateInTheFastCopy) {
             "  const double v2 = b1[o1 + x_E];\n"
             "  const std::int64_t i13 = t0[x_E];\n");
   EXPECT_EQ(h.unit_factors, std::vector<std::string>{"v2"});
-  EXPECT_EQ(h.fast_prelude, "const double unit0_v5 = static_cast<double>(v1 * v2);\n") << "one product for the pair (v1, v2)";
+  EXPECT_EQ(h.fast_prelude, std::vector<std::string>{"const double unit0_v5 = static_cast<double>(v1 * v2);"}) << "one product for the pair (v1, v2)";
   std::string fast = h.body;
   const auto replace = [&](const std::string& from, const std::string& to) {
     const std::size_t at = fast.find(from);
@@ -154,7 +154,7 @@ TEST(LoopInvariants, NoUnitFactorsWithoutAChainOfInvariantFactors) {
       "  b3[o3 + x_E * s3_0 + x_K] = v4;\n";
   const HoistedLoopBody h = hoist_loop_invariants(body, "x_K");
   EXPECT_TRUE(h.unit_factors.empty());
-  EXPECT_EQ(h.fast_prelude, "");
+  EXPECT_TRUE(h.fast_prelude.empty());
   EXPECT_EQ(h.fast_body, h.body);
 }
 

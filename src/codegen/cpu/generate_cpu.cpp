@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include "codegen/common/point_emitter.h"
 #include "codegen/cpu/loop_invariants.h"
@@ -96,11 +95,11 @@ class KernelEmitter : public PointEmitter {
       for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, in + 1));
       store_all(values, p, inner, in + 1);
       const std::string simd = "#pragma omp simd" + red() + "\n";
-      if (!block) code += simd + loop(kdim, in) + inner + pad(in) + "}\n";
+      if (!block) code += unswitched_loop(simd, loop(kdim, in), inner, var(kdim), in);
       else if (s_.layout == Layout::horizontal_fastest)  // level by level, a vector loop along the block's row
         code += loop(kdim, ind + 1) + unswitched_loop(simd, columns(ind + 2), inner, var(block->dim), ind + 2) + pad(ind + 1) + "}\n";
       else  // column by column, a vector loop along each column
-        code += columns(ind + 1) + simd + loop(kdim, ind + 2) + inner + pad(ind + 2) + "}\n" + pad(ind + 1) + "}\n";
+        code += columns(ind + 1) + unswitched_loop(simd, loop(kdim, ind + 2), inner, var(kdim), ind + 2) + pad(ind + 1) + "}\n";
       return code + pad(ind) + "}\n";
     }
     const Expr& scan = *k_.value;
@@ -199,8 +198,7 @@ class KernelEmitter : public PointEmitter {
       if (split.unit_factors.empty()) return vector_loop(split.body, ind);
       std::string units, prelude;
       for (const auto& u : split.unit_factors) units += fmt::format("{0}({1} == 1 || {1} == -1)", units.empty() ? "" : " && ", u);
-      std::istringstream in(split.fast_prelude);
-      for (std::string l; std::getline(in, l);) prelude += pad(ind + 1) + l + "\n";
+      for (const auto& statement : split.fast_prelude) prelude += pad(ind + 1) + statement + "\n";
       return versioned(units, "unit factors", prelude, vector_loop(split.fast_body, ind + 1), vector_loop(split.body, ind + 1), ind);
     };
     code += split.invariant;

@@ -18,6 +18,18 @@ struct Line {
   int depth = 0;  // brace depth at the start of the line, relative to the body
 };
 
+std::vector<Line> split_lines(const std::string& body) {
+  std::vector<Line> lines;
+  std::istringstream in(body);
+  int depth = 0;
+  for (std::string t; std::getline(in, t);) {
+    const int opened = static_cast<int>(std::count(t.begin(), t.end(), '{')) - static_cast<int>(std::count(t.begin(), t.end(), '}'));
+    lines.push_back({std::move(t), depth});
+    depth += opened;
+  }
+  return lines;
+}
+
 bool identifier_char(char c, bool first) {
   return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9');
 }
@@ -37,7 +49,6 @@ std::vector<std::string> identifiers(const std::string& s) {
   }
   return out;
 }
-
 
 bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
 
@@ -136,7 +147,6 @@ std::optional<std::string> declared_mask(const std::string& s) {
   return s.substr(i, e - i);
 }
 
-
 bool identifier(std::string_view s) {
   if (s.empty() || !identifier_char(s[0], true)) return false;
   return std::all_of(s.begin(), s.end(), [](char c) { return identifier_char(c, false); });
@@ -161,15 +171,7 @@ std::optional<std::pair<std::string, std::string>> product_of(const std::string&
 }  // namespace
 
 HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string& loop_var) {
-  std::vector<Line> lines;
-  {
-    std::istringstream in(body);
-    int depth = 0;
-    for (std::string t; std::getline(in, t);) {
-      lines.push_back({t, depth});
-      depth += static_cast<int>(std::count(t.begin(), t.end(), '{')) - static_cast<int>(std::count(t.begin(), t.end(), '}'));
-    }
-  }
+  const std::vector<Line> lines = split_lines(body);
   std::set<std::string> dependent{loop_var};
   // Whatever a branch or a nested loop assigns depends on it.
   for (const Line& l : lines)
@@ -293,7 +295,7 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
       const std::string& t = a_first ? yp->second : yp->first;
       if (!hoisted_of_type(a, x.type) || !dependent.count(t)) continue;
       auto [c, fresh] = folded.try_emplace({a, b}, fmt::format("unit{}_{}", folded.size(), x.name));
-      if (fresh) out.fast_prelude += fmt::format("const {} {} = static_cast<{}>({} * {});\n", x.type, c->second, x.type, a, b);
+      if (fresh) out.fast_prelude.push_back(fmt::format("const {} {} = static_cast<{}>({} * {});", x.type, c->second, x.type, a, b));
       if (std::find(out.unit_factors.begin(), out.unit_factors.end(), b) == out.unit_factors.end()) out.unit_factors.push_back(b);
       const std::string& text = lines[i].text;
       rewritten[i] = fmt::format("{}const {} {} = static_cast<{}>({} * {});", text.substr(0, text.find_first_not_of(" \t")),
@@ -310,23 +312,19 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
 }
 
 UnswitchedLoopBody unswitch_invariant_branches(const std::string& body, const std::string& loop_var) {
-  std::vector<std::string> lines;
-  {
-    std::istringstream in(body);
-    for (std::string t; std::getline(in, t);) lines.push_back(std::move(t));
-  }
+  const std::vector<Line> lines = split_lines(body);
   // Every name the body assigns (`x = `, `x |= `, declarations with a value) or declares without
   // one (`double v0;`), and the loop's own variable.
   std::set<std::string> varying{loop_var};
-  for (const auto& l : lines) {
+  for (const auto& line : lines) {
+    const std::string& l = line.text;
     for (auto& name : assigned_names(l)) varying.insert(std::move(name));
     const std::vector<std::string> ids = identifiers(l);
     if (!ids.empty() && l.find('=') == std::string::npos && l.find('(') == std::string::npos && l.back() == ';')
       varying.insert(ids.back());
   }
   UnswitchedLoopBody out;
-  int depth = 0;
-  for (const auto& l : lines) {
+  for (const auto& [l, depth] : lines) {
     std::string text = l;
     const std::size_t i = skip_space(l, 0);
     if (depth == 0 && starts_with_at(l, i, "if (") && l.size() >= 3 && l.compare(l.size() - 3, 3, ") {") == 0) {
@@ -341,7 +339,6 @@ UnswitchedLoopBody unswitch_invariant_branches(const std::string& body, const st
       }
     }
     out.fast_body += text + "\n";
-    depth += static_cast<int>(std::count(l.begin(), l.end(), '{')) - static_cast<int>(std::count(l.begin(), l.end(), '}'));
   }
   return out;
 }

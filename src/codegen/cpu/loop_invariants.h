@@ -20,7 +20,7 @@ struct HoistedLoopBody {
   // orientation): the fast copy of the loop runs `fast_prelude` once, then `fast_body`, in which
   // `(t * a) * b` became `t * ab` with `ab = a * b` from the prelude.
   std::vector<std::string> unit_factors;
-  std::string fast_prelude;
+  std::vector<std::string> fast_prelude;  // one statement each, without indentation
   std::string fast_body;  // `body` with those products rewritten (the same text if there are none)
 };
 
