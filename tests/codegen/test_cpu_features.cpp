@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
@@ -205,6 +206,57 @@ TEST(CpuFeatures, OrientationProductsReassociateOnlyWhereTheFactorIsPlusMinusOne
     SCOPED_TRACE(threads);
     expect_backends_agree(pb.build(), f, s, t, Layout::vertical_fastest, threads);
   }
+}
+
+// Sums of a field at both ends of each edge around a vertex (fvm_nabla's edge average): where
+// every edge of a row ends at one vertex, a copy of the level loop loads that column once and
+// adds it first. The shared end is E2V[0] of some edges and E2V[1] of others (the sum commutes);
+// rows 20 on have one edge rewired to an edge away from the vertex and take the general copy.
+// Infinities, signed zeros and subnormals in the data; 1 and 3 threads.
+TEST(CpuFeatures, AColumnSharedByEveryEdgeOfARowIsLoadedOnce) {
+  const Mesh mesh = make_torus_mesh(6, 5);  // every V2E neighbour present: the full-row copy
+  const std::int64_t nk = 19;
+  ProgramBuilder pb("shared_column");
+  auto u = pb.field("u", {Vertex, K}, DType::float64);
+  auto w = pb.field("w", {Edge}, DType::float64);
+  auto out = pb.field("out", {Vertex, K}, DType::float64);
+  auto nv = pb.scalar("nv", DType::int32);
+  const Expr average = named("average", 0.5 * (u(E2V[0]) + u(E2V[1])) * w);
+  pb.call("around", neighbor_sum(average(V2E), V2E), {out}, {{Vertex, 0, nv}, {K, 0, nk}});
+  const ir::Program program = pb.build();
+  const NeighborTable& e2v = mesh.table("E2V");
+  NeighborTable v2e = mesh.table("V2E");
+  bool first_end = false, second_end = false;
+  for (std::int64_t v = 0; v < 20; ++v)
+    for (int q = 0; q < 6; ++q) {
+      const std::int32_t e = v2e(v, q);
+      (e2v(e, 0) == v ? first_end : second_end) = true;
+    }
+  ASSERT_TRUE(first_end && second_end) << "the shared column is the first end of some edges and the second of others";
+  for (std::int64_t v = 20; v < mesh.n_vertices; ++v) {
+    std::int32_t& e = v2e.data[v * 6 + v % 6];
+    do e = (e + 7) % static_cast<std::int32_t>(mesh.n_edges);
+    while (e2v(e, 0) == v || e2v(e, 1) == v);
+  }
+  std::map<std::string, Field> f;
+  f.emplace("u", filled({Vertex, K}, DType::float64, {mesh.n_vertices, nk}));
+  Field& uf = f.at("u");
+  uf.at<double>({0, 2}) = std::numeric_limits<double>::infinity();
+  uf.at<double>({1, 2}) = -std::numeric_limits<double>::infinity();  // inf + -inf on their edge
+  uf.at<double>({3, 5}) = -0.0;
+  uf.at<double>({4, 5}) = 0.0;
+  uf.at<double>({5, 6}) = 3e-310;
+  uf.at<double>({6, 6}) = -2e-310;
+  f.emplace("w", filled({Edge}, DType::float64, {mesh.n_edges}, {}, 0.7));
+  f.emplace("out", filled({Vertex, K}, DType::float64, {mesh.n_vertices, nk}));
+  const std::map<std::string, Scalar> s{{"nv", Scalar(static_cast<std::int32_t>(mesh.n_vertices))}};
+  const std::map<std::string, const NeighborTable*> t{{"E2V", &e2v}, {"V2E", &v2e}};
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(threads);
+    expect_backends_agree(program, f, s, t, Layout::vertical_fastest, threads);
+  }
+  const std::string source = compile(program, testing_support::cpu_options(Layout::vertical_fastest)).generated_source();
+  EXPECT_NE(source.find("one column shared by every pair"), std::string::npos) << source;
 }
 
 // `program` (x -> out over {I, J, K} of `shape`) in both layouts on 3 threads: equal to the

@@ -199,5 +199,78 @@ TEST(LoopInvariants, BranchesOnTheLevelAreUnswitchedOthersStay) {
   EXPECT_TRUE(unswitch_invariant_branches("  const double v1 = b0[x_I];\n", "x_I").conditions.empty());
 }
 
+
+// The fvm_nabla shape: per edge around a vertex, the sum of the field at both ends of the edge.
+// Where one index is in every pair (checked before the copy), that column is loaded once, each
+// pair loads its other column, and a sum whose second operand was the shared column is written
+// the other way round (the same value: addition commutes).
+TEST(LoopInvariants, PairsOfColumnsSharingOneLoadItOnce) {
+  const std::string body =
+      "  double acc1 = double(0);\n"
+      "  const double v8 = b0[o0 + nb7 * s0_0 + x_K];\n"
+      "  const double v10 = b0[o0 + nb9 * s0_0 + x_K];\n"
+      "  const double v11 = static_cast<double>(v10 + v8);\n"
+      "  acc1 = static_cast<double>(acc1 + v11);\n"
+      "  const double v22 = b0[o0 + nb21 * s0_0 + x_K];\n"
+      "  const double v24 = b0[o0 + nb23 * s0_0 + x_K];\n"
+      "  const double v25 = static_cast<double>(v24 + v22);\n"
+      "  acc1 = static_cast<double>(acc1 + v25);\n"
+      "  const double v36 = b0[o0 + nb35 * s0_0 + x_K];\n"
+      "  const double v38 = b0[o0 + nb37 * s0_0 + x_K];\n"
+      "  const double v39 = static_cast<double>(v38 + v36);\n"
+      "  acc1 = static_cast<double>(acc1 + v39);\n"
+      "  b5[o5 + x_Vertex * s5_0 + x_K] = acc1;\n";
+  const SharedColumnBody s = share_common_columns(body, "x_K");
+  EXPECT_EQ(s.candidates, std::vector<std::string>{"const auto share0 = (nb9 == nb23 || nb9 == nb21) ? nb9 : nb7;"});
+  EXPECT_EQ(s.condition, "(nb9 == share0 || nb7 == share0) && (nb23 == share0 || nb21 == share0) && (nb37 == share0 || nb35 == share0)");
+  EXPECT_EQ(s.fast_prelude, (std::vector<std::string>{"const auto share0_0 = nb9 == share0 ? nb7 : nb9;",
+                                                      "const auto share0_1 = nb23 == share0 ? nb21 : nb23;",
+                                                      "const auto share0_2 = nb37 == share0 ? nb35 : nb37;"}));
+  EXPECT_EQ(s.fast_body,
+            "  double acc1 = double(0);\n"
+            "  const double share0_column = b0[o0 + share0 * s0_0 + x_K];\n"
+            "  const double v10 = b0[o0 + share0_0 * s0_0 + x_K];\n"
+            "  const double v11 = static_cast<double>(share0_column + v10);\n"
+            "  acc1 = static_cast<double>(acc1 + v11);\n"
+            "  const double v24 = b0[o0 + share0_1 * s0_0 + x_K];\n"
+            "  const double v25 = static_cast<double>(share0_column + v24);\n"
+            "  acc1 = static_cast<double>(acc1 + v25);\n"
+            "  const double v38 = b0[o0 + share0_2 * s0_0 + x_K];\n"
+            "  const double v39 = static_cast<double>(share0_column + v38);\n"
+            "  acc1 = static_cast<double>(acc1 + v39);\n"
+            "  b5[o5 + x_Vertex * s5_0 + x_K] = acc1;\n");
+}
+
+// No copy where a pair cannot give up a load: one pair alone, a load read twice, an index that
+// changes along the loop, two buffers, a store before the last load (in a branch too), a jump.
+TEST(LoopInvariants, NoSharedColumnWhereALoadCannotMove) {
+  const auto pairs = [](const std::string& second_load, const std::string& between) {
+    return "  const double v1 = b0[o0 + nb1 * s0_0 + x_K];\n"
+           "  const double v2 = b0[o0 + nb2 * s0_0 + x_K];\n"
+           "  const double v3 = static_cast<double>(v1 + v2);\n" +
+           between +
+           "  const double v4 = b0[o0 + nb1 * s0_0 + x_K];\n" + second_load +
+           "  const double v6 = static_cast<double>(v4 + v5);\n"
+           "  b5[o5 + x_K] = v3 * v6;\n";
+  };
+  const std::string ok = "  const double v5 = b0[o0 + nb3 * s0_0 + x_K];\n";
+  EXPECT_FALSE(share_common_columns(pairs(ok, ""), "x_K").condition.empty()) << "the shape the others vary";
+  EXPECT_TRUE(share_common_columns(pairs(ok, ""), "nb3").condition.empty()) << "an index along the loop";
+  EXPECT_TRUE(share_common_columns(pairs("  const double v5 = b1[o0 + nb3 * s0_0 + x_K];\n", ""), "x_K").condition.empty())
+      << "another buffer";
+  EXPECT_TRUE(share_common_columns(pairs(ok, "  b0[o0 + x_K] = v3;\n"), "x_K").condition.empty()) << "a store between";
+  EXPECT_TRUE(share_common_columns(pairs(ok, "  const double v9 = v1 * 2.0;\n"), "x_K").condition.empty())
+      << "v1 read twice: pair 0 keeps both loads, pair 1 is alone";
+  EXPECT_TRUE(share_common_columns(pairs(ok, "  if (x_K == 0) {\n    b1[x_K] = 1.0;\n  }\n"), "x_K").condition.empty())
+      << "a store in a branch between";
+  EXPECT_TRUE(share_common_columns(pairs(ok, "  if (v3 > 1.0) continue;\n"), "x_K").condition.empty()) << "a jump";
+  EXPECT_FALSE(share_common_columns(pairs(ok, "  if (x_K == 0) {\n    acc = 1.0;\n  }\n"), "x_K").condition.empty())
+      << "a branch that writes no memory";
+  const SharedColumnBody none = share_common_columns(pairs("  const double v5 = b0[o0 + nb3 * s0_0 + x_K + 1];\n", ""), "x_K");
+  EXPECT_TRUE(none.condition.empty()) << "addresses that differ in more than one name";
+  EXPECT_EQ(none.fast_body, pairs("  const double v5 = b0[o0 + nb3 * s0_0 + x_K + 1];\n", ""));
+}
+
 }  // namespace
 }  // namespace fieldflow::codegen
+

@@ -194,12 +194,23 @@ class KernelEmitter : public PointEmitter {
     const auto vector_loop = [&](const std::string& body, int ind) {
       return unswitched_loop("#pragma omp simd" + red + "\n", loop(order[n - 1], ind), body, var(order[n - 1]), ind);
     };
+    // Where every pair of loads summed in the body shares one column (the vertex's own, at
+    // each end of its edges), a copy loads it once (loop_invariants.h).
+    const auto shared_versions = [&](const std::string& body, int ind) {
+      const SharedColumnBody shared = share_common_columns(body, var(order[n - 1]));
+      if (shared.condition.empty()) return vector_loop(body, ind);
+      std::string candidates, others;
+      for (const auto& statement : shared.candidates) candidates += pad(ind) + statement + "\n";
+      for (const auto& statement : shared.fast_prelude) others += pad(ind + 1) + statement + "\n";
+      return candidates + versioned(shared.condition, "one column shared by every pair", others,
+                                    vector_loop(shared.fast_body, ind + 1), vector_loop(body, ind + 1), ind);
+    };
     const auto unit_versions = [&](int ind) {
-      if (split.unit_factors.empty()) return vector_loop(split.body, ind);
+      if (split.unit_factors.empty()) return shared_versions(split.body, ind);
       std::string units, prelude;
       for (const auto& u : split.unit_factors) units += fmt::format("{0}({1} == 1 || {1} == -1)", units.empty() ? "" : " && ", u);
       for (const auto& statement : split.fast_prelude) prelude += pad(ind + 1) + statement + "\n";
-      return versioned(units, "unit factors", prelude, vector_loop(split.fast_body, ind + 1), vector_loop(split.body, ind + 1), ind);
+      return versioned(units, "unit factors", prelude, shared_versions(split.fast_body, ind + 1), vector_loop(split.body, ind + 1), ind);
     };
     code += split.invariant;
     if (split.masks.empty()) {

@@ -123,15 +123,23 @@ std::vector<std::string> assigned_names(const std::string& s) {
   return out;
 }
 
-// Whether a line holds a jump keyword (as a whole word) or starts an `if`.
-bool has_jump(const std::string& s) {
+// Whether a line holds a jump keyword (as a whole word).
+bool has_jump_keyword(const std::string& s) {
   for (std::string_view w : {"continue", "break", "return", "goto"})
     for (std::size_t at = s.find(w); at != std::string::npos; at = s.find(w, at + 1))
       if ((at == 0 || !identifier_char(s[at - 1], false)) && (at + w.size() == s.size() || !identifier_char(s[at + w.size()], false)))
         return true;
+  return false;
+}
+
+// Whether a line starts an `if`.
+bool starts_if(const std::string& s) {
   const std::size_t i = skip_space(s, 0);
   return starts_with_at(s, i, "if") && skip_space(s, i + 2) < s.size() && s[skip_space(s, i + 2)] == '(';
 }
+
+// Whether a line holds a jump keyword or starts an `if`.
+bool has_jump(const std::string& s) { return has_jump_keyword(s) || starts_if(s); }
 
 // `okN` if the line declares a reduction mask (`bool okN = ...`).
 std::optional<std::string> declared_mask(const std::string& s) {
@@ -166,6 +174,47 @@ std::optional<std::pair<std::string, std::string>> product_of(const std::string&
   const std::string_view x = inner.substr(0, star), y = inner.substr(star + 3);
   if (!identifier(x) || !identifier(y)) return std::nullopt;
   return std::pair{std::string(x), std::string(y)};
+}
+
+// Every name a loop body assigns (`x = `, `x |= `, declarations with a value) or declares
+// without one (`double v0;`), and the loop's own variable: what may change along the loop.
+std::set<std::string> varying_names(const std::vector<Line>& lines, const std::string& loop_var) {
+  std::set<std::string> varying{loop_var};
+  for (const auto& line : lines) {
+    const std::string& l = line.text;
+    for (auto& name : assigned_names(l)) varying.insert(std::move(name));
+    const std::vector<std::string> ids = identifiers(l);
+    if (!ids.empty() && l.find('=') == std::string::npos && l.find('(') == std::string::npos && l.back() == ';')
+      varying.insert(ids.back());
+  }
+  return varying;
+}
+
+// A value split into names and the characters between them, so that two loads can be compared
+// name by name and one name replaced.
+std::vector<std::string> tokens(const std::string& s) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < s.size();) {
+    const bool name = identifier_char(s[i], true) && (i == 0 || !identifier_char(s[i - 1], false));
+    const std::size_t j = name ? word_end(s, i) : i + 1;
+    if (!name && !out.empty() && !identifier_char(out.back()[0], true)) out.back() += s.substr(i, j - i);
+    else out.push_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += p;
+  return out;
+}
+
+std::string trimmed(const std::string& s) {
+  const std::size_t b = skip_space(s, 0);
+  std::size_t e = s.size();
+  while (e > b && space(s[e - 1])) --e;
+  return s.substr(b, e - b);
 }
 
 }  // namespace
@@ -313,16 +362,7 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
 
 UnswitchedLoopBody unswitch_invariant_branches(const std::string& body, const std::string& loop_var) {
   const std::vector<Line> lines = split_lines(body);
-  // Every name the body assigns (`x = `, `x |= `, declarations with a value) or declares without
-  // one (`double v0;`), and the loop's own variable.
-  std::set<std::string> varying{loop_var};
-  for (const auto& line : lines) {
-    const std::string& l = line.text;
-    for (auto& name : assigned_names(l)) varying.insert(std::move(name));
-    const std::vector<std::string> ids = identifiers(l);
-    if (!ids.empty() && l.find('=') == std::string::npos && l.find('(') == std::string::npos && l.back() == ';')
-      varying.insert(ids.back());
-  }
+  const std::set<std::string> varying = varying_names(lines, loop_var);
   UnswitchedLoopBody out;
   for (const auto& [l, depth] : lines) {
     std::string text = l;
@@ -339,6 +379,136 @@ UnswitchedLoopBody unswitch_invariant_branches(const std::string& body, const st
       }
     }
     out.fast_body += text + "\n";
+  }
+  return out;
+}
+
+SharedColumnBody share_common_columns(const std::string& body, const std::string& loop_var) {
+  const std::vector<Line> lines = split_lines(body);
+  const std::set<std::string> varying = varying_names(lines, loop_var);
+  SharedColumnBody out;
+  out.fast_body = body;
+  for (const Line& l : lines)
+    if (has_jump_keyword(l.text)) return out;
+  struct Load {
+    std::size_t line;
+    std::string type;
+    std::vector<std::string> tokens;  // of `buffer[address]`
+  };
+  std::map<std::string, Load> loads;  // by the local it declares
+  std::map<std::string, int> uses;
+  std::vector<std::optional<Statement>> statements(lines.size());
+  std::size_t first_store = lines.size();
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string& t = lines[i].text;
+    for (const auto& id : identifiers(t)) ++uses[id];
+    if (lines[i].depth == 0) statements[i] = local_statement(t);
+    // A store (or anything else writing through `[`, at any depth): no load moves above it.
+    if (!statements[i] && t.find('=') != std::string::npos && t.find('[') < t.find('=')) first_store = std::min(first_store, i);
+    if (!statements[i] || statements[i]->type.empty()) continue;
+    const std::string value = trimmed(statements[i]->value);
+    const std::size_t open = value.find('[');
+    if (open == std::string::npos || open == 0 || value.back() != ']' || value.find('[', open + 1) != std::string::npos ||
+        value.find(']') != value.size() - 1 || !identifier(value.substr(0, open)))
+      continue;
+    loads.emplace(statements[i]->name, Load{i, statements[i]->type, tokens(value)});
+  }
+  // The position at which the tokens of two loads differ, if they differ in exactly one name
+  // inside the brackets and both names are loop-invariant.
+  const auto differing_index = [&](const Load& a, const Load& b) -> std::optional<std::size_t> {
+    if (a.type != b.type || a.tokens.size() != b.tokens.size()) return std::nullopt;
+    std::optional<std::size_t> at;
+    for (std::size_t k = 0; k < a.tokens.size(); ++k) {
+      if (a.tokens[k] == b.tokens[k]) continue;
+      if (at || k < 2 || !identifier(a.tokens[k]) || !identifier(b.tokens[k]) || varying.count(a.tokens[k]) ||
+          varying.count(b.tokens[k]))
+        return std::nullopt;
+      at = k;
+    }
+    return at;
+  };
+  struct Pair {
+    std::size_t sum_line;
+    std::string sum, type, a, b;  // the sum's local and type, the loads' locals (as written)
+    std::string index_a, index_b;
+  };
+  struct Group {
+    std::vector<std::string> tokens;  // a load's, with the index to replace at `at`
+    std::size_t at = 0;
+    std::vector<Pair> pairs;
+  };
+  std::vector<Group> groups;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (!statements[i] || statements[i]->type.empty()) continue;
+    const Statement& st = *statements[i];
+    const std::string open = "static_cast<" + st.type + ">(", value = trimmed(st.value);
+    if (!starts_with_at(value, 0, open) || value.back() != ')') continue;
+    const std::string inner = value.substr(open.size(), value.size() - 1 - open.size());
+    const std::size_t plus = inner.find(" + ");
+    if (plus == std::string::npos) continue;
+    const std::string a = inner.substr(0, plus), b = inner.substr(plus + 3);
+    const auto la = loads.find(a), lb = loads.find(b);
+    if (a == b || la == loads.end() || lb == loads.end() || uses[a] != 2 || uses[b] != 2 || la->second.type != st.type) continue;
+    const auto at = differing_index(la->second, lb->second);
+    if (!at) continue;
+    std::vector<std::string> key = la->second.tokens;
+    key[*at].clear();
+    Pair pair{i, st.name, st.type, a, b, la->second.tokens[*at], lb->second.tokens[*at]};
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+      std::vector<std::string> k = x.tokens;
+      k[x.at].clear();
+      return x.at == *at && k == key;
+    });
+    if (g == groups.end()) groups.push_back(Group{la->second.tokens, *at, {std::move(pair)}});
+    else g->pairs.push_back(std::move(pair));
+  }
+  std::map<std::size_t, std::string> rewritten;  // line -> its text in the fast copy ("" drops it)
+  std::map<std::size_t, std::string> before;     // line -> a statement inserted before it
+  int shared = 0;
+  for (const Group& g : groups) {
+    if (g.pairs.size() < 2) continue;
+    std::size_t first_load = lines.size(), last_load = 0;
+    for (const Pair& p : g.pairs)
+      for (const auto* name : {&p.a, &p.b}) {
+        first_load = std::min(first_load, loads.at(*name).line);
+        last_load = std::max(last_load, loads.at(*name).line);
+      }
+    if (last_load > first_store || before.count(first_load)) continue;
+    const std::string share = fmt::format("share{}", shared), column = fmt::format("share{}_column", shared);
+    const Pair& p0 = g.pairs[0];
+    const Pair& p1 = g.pairs[1];
+    out.candidates.push_back(fmt::format("const auto {} = ({} == {} || {} == {}) ? {} : {};", share, p0.index_a, p1.index_a,
+                                         p0.index_a, p1.index_b, p0.index_a, p0.index_b));
+    // `local` declared as the group's load through `index`, indented like `line`.
+    const auto load_of = [&](const std::string& local, const std::string& index, std::size_t line) {
+      std::vector<std::string> t = g.tokens;
+      t[g.at] = index;
+      const std::string& text = lines[line].text;
+      return fmt::format("{}const {} {} = {};", text.substr(0, text.find_first_not_of(" \t")), p0.type, local, joined(t));
+    };
+    std::vector<std::string> holds;
+    before[first_load] = load_of(column, share, first_load);
+    for (std::size_t m = 0; m < g.pairs.size(); ++m) {
+      const Pair& p = g.pairs[m];
+      const std::string other = fmt::format("{}_{}", share, m);
+      holds.push_back(fmt::format("({} == {} || {} == {})", p.index_a, share, p.index_b, share));
+      out.fast_prelude.push_back(fmt::format("const auto {} = {} == {} ? {} : {};", other, p.index_a, share, p.index_b, p.index_a));
+      rewritten[loads.at(p.a).line] = load_of(p.a, other, loads.at(p.a).line);
+      rewritten[loads.at(p.b).line] = "";
+      const std::string& text = lines[p.sum_line].text;
+      rewritten[p.sum_line] = fmt::format("{}const {} {} = static_cast<{}>({} + {});", text.substr(0, text.find_first_not_of(" \t")),
+                                          p.type, p.sum, p.type, column, p.a);
+    }
+    for (const auto& h : holds) out.condition += (out.condition.empty() ? "" : " && ") + h;
+    ++shared;
+  }
+  if (shared == 0) return out;
+  out.fast_body.clear();
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (const auto it = before.find(i); it != before.end()) out.fast_body += it->second + "\n";
+    const auto it = rewritten.find(i);
+    if (it == rewritten.end()) out.fast_body += lines[i].text + "\n";
+    else if (!it->second.empty()) out.fast_body += it->second + "\n";
   }
   return out;
 }
