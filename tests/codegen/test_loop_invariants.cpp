@@ -74,6 +74,30 @@ TEST(LoopInvariants, ReassignedAfterAStayingReadAndBranchValuesStay) {
   EXPECT_TRUE(h.masks.empty());
 }
 
+// The head of a branch defines nothing: the table row and the weight before and after a
+// branch on the level still move (its condition names `std` and `int64_t`, which once made every
+// line that names them count as dependent); what the branch assigns, and what reads that, stays;
+// so does everything after a one-line `if` that assigns.
+TEST(LoopInvariants, ABranchOnTheLevelKeepsOnlyWhatItAssigns) {
+  const std::string body =
+      "  double v1;\n"
+      "  if (x_K < std::int64_t(1ULL)) {\n"
+      "    v1 = b0[o0 + x_K];\n"
+      "  } else {\n"
+      "    v1 = 0.5;\n"
+      "  }\n"
+      "  std::int32_t nb2 = t3[std::int64_t(x_V) * t3_rs + std::int64_t(0) * t3_ns];\n"
+      "  const double v3 = b1[o1 + nb2];\n"
+      "  const double v4 = static_cast<double>(v1 * v3);\n"
+      "  b2[o2 + x_V * s2_0 + x_K] = v4;\n";
+  const HoistedLoopBody h = hoist_loop_invariants(body, "x_K");
+  EXPECT_EQ(h.invariant,
+            "  std::int32_t nb2 = t3[std::int64_t(x_V) * t3_rs + std::int64_t(0) * t3_ns];\n"
+            "  const double v3 = b1[o1 + nb2];\n");
+  const std::string one_line = "  double v1 = 1.0;\n  if (x_K < 1) v1 = 2.0;\n  const double v3 = static_cast<double>(v1 * 2.0);\n";
+  EXPECT_EQ(hoist_loop_invariants(one_line, "x_K").invariant, "") << "v1 is assigned on the if's line";
+}
+
 // The lines are parsed by hand (no std::regex: this runs on every warm compile). What counts as
 // a statement, an assignment inside a block, a jump and a mask, one edge of each.
 TEST(LoopInvariants, TheHandParserKeepsToTheStatementsThePointEmitterWrites) {

@@ -261,10 +261,15 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
     }
   }
   // An unrecognised top-level line (a declaration without a value, say) makes every name it may
-  // define dependent: the names before its first `=`, none for a store into a buffer (`b[..] = v`).
+  // define dependent: the names before its first `=`, none for a store into a buffer (`b[..] = v`),
+  // none for the head of a branch (`if (x_K < 1) {`: what its block assigns is dependent above;
+  // counting the names of its condition would make `std` and `int64_t` dependent, and with them
+  // every table row of the kernel).
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const Line& l = lines[i];
     if (l.depth != 0 || parsed[i].statement) continue;
+    const std::string& t = l.text;
+    if (starts_if(t) && t.size() >= 3 && t.compare(t.size() - 3, 3, ") {") == 0 && assigned_names(t).empty()) continue;
     const std::string lhs = l.text.substr(0, l.text.find('='));
     if (lhs.find('[') != std::string::npos) continue;
     for (const auto& id : identifiers(lhs)) dependent.insert(id);
