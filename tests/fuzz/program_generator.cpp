@@ -17,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <random>
+#include <string_view>
 
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
@@ -300,7 +301,18 @@ class Generator {
     const Connectivity conn = make_connectivity(r.table, loc_dim(ctx.loc), loc_dim(r.from), r.width);
     Ctx inner = ctx;
     inner.loc = r.from;
-    const Expr x = float_expr(DType::float64, inner, depth - 1);
+    Expr x = float_expr(DType::float64, inner, depth - 1);
+    // Around a vertex, often the sum of a vertex field at both ends of each edge (fvm_nabla's edge
+    // average): every such pair of a row shares the vertex's column, which compiled code then
+    // loads once (codegen/cpu/loop_invariants.h, share_common_columns).
+    if (std::string_view(r.table) == "V2E" && coin(0.5)) {
+      const auto fs = fields_of(DType::float64, 0);
+      const Connectivity e2v = make_connectivity("E2V", loc_dim(1), loc_dim(0), 2);
+      if (!fs.empty()) {
+        const Expr y = pick(fs)->e;
+        if (y.type().has(loc_dim(0))) x = y(e2v[0]) + y(e2v[1]);
+      }
+    }
     if (!x.type().has(loc_dim(r.from))) return x;  // nothing to move: x is a column or a literal
     // A fixed slot that may be -1 is rare and then both backends must reject the call alike.
     const bool unsafe = bounded_ && coin(0.02);
