@@ -347,8 +347,20 @@ std::string emit_column_group(const ir::Schedule& s, int first, int last) {
                            "fieldflow::abi::ff_min({3} + {5}, {6});\n",
                            in_column, lo, hi, start, k->lo(along), block, k->hi(along));
     inside += fmt::format("{}{} < {}", inside.empty() ? "" : " && ", lo, hi);
-    columns += fmt::format("{}if ({}) {{\n", in_column, inside) +
-               k->emit_column(h + 3, KernelEmitter::Block{along, lo, hi}) + in_column + "}\n";
+    columns += fmt::format("{}if ({}) {{\n", in_column, inside);
+    if (s.kernels[kidx].kind == ir::KernelKind::scan && s.layout == Layout::vertical_fastest) {
+      // A whole block (every block but a remainder) runs a copy whose loop across the block has
+      // the constant trip count `block`: GCC unrolls it, and the scan's carries, `c0[block]`
+      // indexed by constants, stay in registers from level to level instead of making a store
+      // and a reload part of every level's dependency chain.
+      const std::string whole = fmt::format("{} + {}", start, block);
+      columns += fmt::format("{0}  if ({1} == {2} && {3} == {4}) {{  // a whole block\n", in_column, lo, start, hi, whole) +
+                 k->emit_column(h + 4, KernelEmitter::Block{along, start, whole}) + in_column + "  } else {\n" +
+                 k->emit_column(h + 4, KernelEmitter::Block{along, lo, hi}) + in_column + "  }\n";
+    } else {
+      columns += k->emit_column(h + 3, KernelEmitter::Block{along, lo, hi});
+    }
+    columns += in_column + "}\n";
   }
   bool err = false;
   for (auto& k : kernels) err |= k->uses_error();
