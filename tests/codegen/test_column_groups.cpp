@@ -184,8 +184,7 @@ TEST(ColumnGroups, TransientReadByAGroupIsNotOverwrittenByItsColumnBuffers) {
 // vertical-fastest layout blocks of 8 columns along J (full blocks and a remainder), in the
 // horizontal-fastest layout rows of 256 columns along I (full rows and a remainder), a domain
 // that starts off the blocks' grid (I from 1), inputs read in the neighbouring column, and a
-// reader outside the group over a smaller domain. The blocks' buffers are laid out level by level
-// in both layouts (ABI 5).
+// reader outside the group over a smaller domain.
 ir::Program blocked_solver() {
   ProgramBuilder pb("blocked_solver");
   Expr w = pb.field("w", {I, J, K}, DType::float64), rhs = pb.field("rhs", {I, J, K}, DType::float64);
