@@ -354,9 +354,9 @@ std::string emit_column_group(const ir::Schedule& s, int first, int last) {
       // indexed by constants, stay in registers from level to level instead of making a store
       // and a reload part of every level's dependency chain.
       const std::string whole = fmt::format("{} + {}", start, block);
-      columns += fmt::format("{0}  if ({1} == {2} && {3} == {4}) {{  // a whole block\n", in_column, lo, start, hi, whole) +
-                 k->emit_column(h + 4, KernelEmitter::Block{along, start, whole}) + in_column + "  } else {\n" +
-                 k->emit_column(h + 4, KernelEmitter::Block{along, lo, hi}) + in_column + "  }\n";
+      const std::string fast = k->emit_column(h + 4, KernelEmitter::Block{along, start, whole});
+      const std::string general = k->emit_column(h + 4, KernelEmitter::Block{along, lo, hi});  // after `fast`: fresh names
+      columns += k->versioned(fmt::format("{} == {} && {} == {}", lo, start, hi, whole), "a whole block", "", fast, general, h + 3);
     } else {
       columns += k->emit_column(h + 3, KernelEmitter::Block{along, lo, hi});
     }
