@@ -122,15 +122,16 @@ TEST(Baselines, EveryExampleHasOne) {
 // value is refused when the baseline is bound.
 TEST(Baselines, FvmNablaRefusesSignsOtherThanOrientations) {
   const auto& ex = examples::example("fvm_nabla");
-  auto inst = ex.make_instance({5, 4, 3}, Layout::vertical_fastest, 1);
-  Field& sign = inst.fields.at("sign");
-  sign.data_as<double>()[0] = 0.5;
-  try {
-    bind_baseline("fvm_nabla", inst);
-    FAIL() << "a sign of 0.5 was accepted";
-  } catch (const ArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("0.5"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("+-1"), std::string::npos) << e.what();
+  for (const auto& [value, text] : {std::pair{0.5, "= 0.5,"}, std::pair{0.0, "= 0,"}}) {
+    auto inst = ex.make_instance({5, 4, 3}, Layout::vertical_fastest, 1);
+    inst.fields.at("sign").data_as<double>()[0] = value;
+    try {
+      bind_baseline("fvm_nabla", inst);
+      ADD_FAILURE() << "a sign of " << value << " was accepted";
+    } catch (const ArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("+-1"), std::string::npos) << e.what();
+    }
   }
 }
 
