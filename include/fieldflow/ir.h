@@ -121,6 +121,8 @@ bool is_predicate(UnaryOp op);  // isnan, isinf, isfinite: bool result
 struct Expr;
 using ExprPtr = std::shared_ptr<const Expr>;
 
+// A member added to Expr, Param, Stmt, Program (or the types they hold) must also be written by
+// ir::structural_key (src/ir/structural_key.cpp): compiled sources are found by that key.
 struct Expr {
   ExprKind kind;
   Type type;
