@@ -35,6 +35,10 @@ namespace {
 
 // Bump when the key derivation or the entry layout changes: old entries then simply stop matching.
 constexpr std::string_view kKeyFormat = "fieldflow-module-cache-v1";
+// The same for the source index (index/<index key>: the key of the entry built from a generator
+// key's source).
+constexpr std::string_view kIndexFormat = "fieldflow-source-index-v1";
+constexpr const char* kIndexFolder = "index";
 constexpr const char* kModuleFile = "module.so";
 constexpr const char* kSourceFile = "source.cpp";
 // Entries of in-process builds (InProcessBuild: NVRTC) hold these instead; meta.json says which.
@@ -54,20 +58,32 @@ void append_field(std::string& buffer, std::string_view field) {
 // The generated prelude every module includes (<fieldflow/abi.h>, found like the compiler finds it:
 // the first -I folder that has it): its helpers define results (integer division, pow, bounds), so
 // a changed header must not reuse modules compiled against the old one.
+// (Read with read(2): every key computes it, and a warm load computes three keys.)
 std::string prelude_of(const std::vector<std::string>& flags) {
   for (const auto& flag : flags) {
     if (flag.rfind("-I", 0) != 0 || flag.size() == 2) continue;
-    std::ifstream in(fs::path(flag.substr(2)) / "fieldflow" / "abi.h", std::ios::binary);
-    if (in) return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    const fs::path header = fs::path(flag.substr(2)) / "fieldflow" / "abi.h";
+    const int fd = open(header.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::string text;
+    char chunk[16384];
+    for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      text.append(chunk, static_cast<std::size_t>(n));
+    }
+    close(fd);
+    return text;
   }
   return "";
 }
 
 std::string make_key(const std::string& source, const std::string& identity,
-                     const std::vector<std::string>& flags, const std::string& extra_key) {
+                     const std::vector<std::string>& flags, const std::string& extra_key,
+                     std::string_view format = kKeyFormat) {
   std::string buffer;
   buffer.reserve(source.size() + identity.size() + extra_key.size() + 256);
-  append_field(buffer, kKeyFormat);
+  append_field(buffer, format);
   append_field(buffer, source);
   append_field(buffer, identity);
   // Flags one by one (plus their count) rather than joined with a separator, which a flag could
@@ -301,6 +317,36 @@ class CloseOnExit {
   int fd_;
 };
 
+// The bytes of a regular file that is trusted like an entry's files (opened without following a
+// symbolic link), or nothing: absent, of another kind, untrusted, unreadable or above `max_size`.
+std::optional<std::string> read_trusted_file(const fs::path& path, std::size_t max_size) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  CloseOnExit closer(fd);
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !secure_fs::trust_problem(st, path).empty() ||
+      static_cast<std::uintmax_t>(st.st_size) > max_size) {
+    return std::nullopt;
+  }
+  std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;  // an error, or the file shrank
+    done += static_cast<std::size_t>(n);
+  }
+  return bytes;
+}
+
+// The entry key an index file names ("<32 hex digits>\n"), or "" when it does not name one.
+std::string indexed_key(const fs::path& index_file) {
+  const auto text = read_trusted_file(index_file, 64);
+  if (!text || text->size() != 33 || text->back() != '\n') return "";
+  const std::string key = text->substr(0, 32);
+  return is_key(key) ? key : "";
+}
+
 constexpr const char* kAbsent = "absent";
 
 // "" when <entry> may be used: a trusted folder with trusted meta.json and module.so, the metadata
@@ -430,6 +476,29 @@ std::size_t cap_failed(const fs::path& dir, const std::string& newest_key = "") 
   return removed;
 }
 
+// Removes index files that name no entry (it was cleared or discarded since) or nothing readable.
+std::size_t sweep_index(const fs::path& dir) {
+  const fs::path index = dir / kIndexFolder;
+  struct stat st {};
+  if (lstat(index.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !secure_fs::trust_problem(st, index).empty()) return 0;
+  std::size_t removed = 0;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (fs::directory_iterator it(index, ec), end; !ec && it != end; it.increment(ec)) files.push_back(it->path());
+  for (const auto& path : files) {
+    if (!owned_by_me(path)) continue;
+    const std::string key = indexed_key(path);
+    if (!key.empty() && lstat((dir / key).c_str(), &st) == 0) continue;
+    // A write in progress (write_file_at's fresh name) is left to finish; an old one was abandoned.
+    if (path.filename().string().starts_with(".") && lstat(path.c_str(), &st) == 0 &&
+        std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime) < std::chrono::hours(1)) {
+      continue;
+    }
+    removed += fs::remove(path, ec) ? 1 : 0;
+  }
+  return removed;
+}
+
 // See ModuleCache::remove_leftovers. `held_key`: a key whose lock the caller holds.
 std::size_t sweep(const fs::path& dir, const std::string& held_key) {
   std::size_t removed = 0;
@@ -459,7 +528,7 @@ std::size_t sweep(const fs::path& dir, const std::string& held_key) {
       }
     }
   }
-  return removed + cap_failed(dir);
+  return removed + cap_failed(dir) + sweep_index(dir);
 }
 
 }  // namespace
@@ -520,6 +589,48 @@ std::string ModuleCache::trust_problem() const {
 std::string ModuleCache::key_for(const std::string& source, const CompilerConfig& config,
                                  const std::string& extra_key) const {
   return make_key(source, compiler_identity(config.cxx), config.flags, extra_key);
+}
+
+std::optional<std::string> ModuleCache::recall_source(const std::string& generator_key, const CompilerConfig& config,
+                                                      const std::string& extra_key) const {
+  const std::string identity = compiler_identity(config.cxx);
+  const std::string index_key = make_key(generator_key, identity, config.flags, extra_key, kIndexFormat);
+  const auto recall_in = [&](const fs::path& dir) -> std::optional<std::string> {
+    std::error_code ec;
+    if (!fs::exists(dir / kIndexFolder / index_key, ec) || !secure_fs::folder_trust_problem(dir / kIndexFolder).empty()) {
+      return std::nullopt;
+    }
+    const std::string key = indexed_key(dir / kIndexFolder / index_key);
+    if (key.empty()) return std::nullopt;
+    auto source = read_trusted_file(dir / key / kSourceFile, std::numeric_limits<std::size_t>::max());
+    // The source must be the one its entry was built from: a record damaged into naming another
+    // entry of a different build, or a source file changed since, is not believed.
+    if (!source || make_key(*source, identity, config.flags, extra_key) != key) return std::nullopt;
+    return source;
+  };
+  if (auto source = recall_in(directory_)) return source;
+  const fs::path fallback = fallback_directory();
+  if (fallback != directory_) return recall_in(fallback);
+  return std::nullopt;
+}
+
+void ModuleCache::remember_source(const std::string& generator_key, const CacheEntry& entry,
+                                  const CompilerConfig& config, const std::string& extra_key) {
+  if (!is_key(entry.key) || entry.path.filename() != kModuleFile) return;
+  const fs::path dir = entry.path.parent_path().parent_path();
+  const fs::path index = dir / kIndexFolder;
+  const std::string index_key = make_key(generator_key, compiler_identity(config.cxx), config.flags, extra_key, kIndexFormat);
+  try {
+    std::error_code ec;
+    if (!fs::exists(index, ec)) secure_fs::make_private_folders(index);
+    if (!secure_fs::folder_trust_problem(index).empty()) return;
+    const int dirfd = secure_fs::open_folder(index);
+    if (dirfd < 0) return;
+    CloseOnExit close_dir(dirfd);
+    secure_fs::write_file_at(dirfd, index_key, entry.key + "\n", index);
+  } catch (const CacheError&) {
+    // Best effort: without the record the next compile generates the source again, nothing worse.
+  }
 }
 
 std::optional<ModuleCache::Outcome> ModuleCache::lookup_in(const fs::path& dir, const Request& rq, bool load,
@@ -804,7 +915,7 @@ std::size_t ModuleCache::clear() {
       key = name.substr(4, 32);
     } else if (name.starts_with("stale-")) {
       key = name.substr(6, 32);
-    } else if (name == "failed") {
+    } else if (name == "failed" || name == kIndexFolder) {
       fs::remove_all(path, ec);
       continue;
     }

@@ -15,6 +15,8 @@
 //   stale-<key>-<pid>-<random>/               an entry being discarded
 //   failed/<key>.cpp, failed/<key>.log        sources the compiler rejected, for the user to see
 //                                             (the newest kMaxFailedSources)
+//   index/<index key>                         the key of the entry built from a generator's source
+//                                             (recall_source); removed with its entry by sweeps
 // Entries are immutable once published: a rebuild goes to a fresh directory that replaces the old
 // one by rename, so a module another process has mapped is never rewritten underneath it.
 //
@@ -98,6 +100,20 @@ class ModuleCache {
   // The key get_or_build would use. Throws CompileError if the compiler cannot be identified.
   std::string key_for(const std::string& source, const CompilerConfig& config,
                       const std::string& extra_key) const;
+
+  // The source index: a generated source is a function of what generated it, so a caller that can
+  // name all of that in a `generator_key` (driver::cpu_source_key) finds the source of an earlier
+  // build without generating it again. remember_source records, in the folder holding `entry` (from
+  // get_or_load with this config and extra_key), index/<key of generator_key, compiler, flags,
+  // extra_key> naming the entry; best effort: a folder that cannot be written records nothing.
+  // recall_source reads it back (configured folder, then the fallback): the entry's source.cpp,
+  // but only when the record and the source are trusted files and the source hashes to the entry's
+  // key, so a damaged or stale record costs a regeneration, never another program's module. The
+  // caller still passes the source to get_or_load, which checks and loads the module as usual.
+  std::optional<std::string> recall_source(const std::string& generator_key, const CompilerConfig& config,
+                                           const std::string& extra_key) const;
+  void remember_source(const std::string& generator_key, const CacheEntry& entry, const CompilerConfig& config,
+                       const std::string& extra_key);
 
   // Returns the cached module for this build, compiling it first when absent, damaged or untrusted
   // (a hit requires a trusted entry, meta.json and a module.so whose size and hash match it and

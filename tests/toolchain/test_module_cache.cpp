@@ -401,6 +401,110 @@ TEST_F(ModuleCacheTest, ConcurrentProcessesAndThreadsCompileOnce) {
   EXPECT_TRUE(leftovers(cache_dir_).empty());
 }
 
+// ---- source index (recall_source / remember_source) ----------------------------------------
+
+TEST_F(ModuleCacheTest, RememberedSourceIsRecalledForTheSameGeneratorKeyOnly) {
+  ModuleCache cache(cache_dir_);
+  EXPECT_FALSE(cache.recall_source("program P", config_, "x"));  // nothing recorded, no folder yet
+  const LoadedEntry built = cache.get_or_load("answer", kAnswer42, config_, "x");
+  cache.remember_source("program P", built.entry, config_, "x");
+  ASSERT_EQ(std::distance(fs::directory_iterator(cache_dir_ / "index"), fs::directory_iterator()), 1);
+
+  const auto recalled = cache.recall_source("program P", config_, "x");
+  ASSERT_TRUE(recalled);
+  EXPECT_EQ(*recalled, kAnswer42);
+  // A fresh cache object (another process) reads the same record.
+  EXPECT_EQ(ModuleCache(cache_dir_).recall_source("program P", config_, "x"), std::optional<std::string>(kAnswer42));
+  // Everything that enters the entry's key enters the record's: another generator key, extra
+  // key or compiler flag finds nothing.
+  EXPECT_FALSE(cache.recall_source("program Q", config_, "x"));
+  EXPECT_FALSE(cache.recall_source("program P", config_, "y"));
+  CompilerConfig other_flags = config_;
+  other_flags.flags.push_back("-DFIELDFLOW_TEST=1");
+  EXPECT_FALSE(cache.recall_source("program P", other_flags, "x"));
+
+  // Recording another build under the same generator key replaces the record.
+  const LoadedEntry other = cache.get_or_load("answer", kAnswer43, config_, "x");
+  cache.remember_source("program P", other.entry, config_, "x");
+  EXPECT_EQ(cache.recall_source("program P", config_, "x"), std::optional<std::string>(kAnswer43));
+}
+
+TEST_F(ModuleCacheTest, DamagedOrStaleRecordsAreNotBelieved) {
+  ModuleCache cache(cache_dir_);
+  const LoadedEntry built = cache.get_or_load("answer", kAnswer42, config_, "");
+  cache.remember_source("P", built.entry, config_, "");
+  const fs::path record = *fs::directory_iterator(cache_dir_ / "index");
+  const std::string good = read_text(record);
+  ASSERT_EQ(good, built.entry.key + "\n");
+  auto write = [&](const std::string& text) {
+    fs::remove(record);
+    std::ofstream(record) << text;
+    fs::permissions(record, fs::perms::owner_read | fs::perms::owner_write);
+  };
+
+  for (const std::string& bad : {std::string(""), built.entry.key, built.entry.key + "\nx", std::string(32, 'g') + "\n",
+                                "../" + built.entry.key.substr(3) + "\n", std::string(33, '\n')}) {
+    write(bad);
+    EXPECT_FALSE(cache.recall_source("P", config_, "")) << "record '" << bad << "'";
+  }
+  // A well-formed record naming no entry (cleared since).
+  write(std::string(32, 'a') + "\n");
+  EXPECT_FALSE(cache.recall_source("P", config_, ""));
+
+  // The entry's source changed after the build: it no longer hashes to the entry's key.
+  write(good);
+  ASSERT_TRUE(cache.recall_source("P", config_, ""));
+  const fs::path source = cache_dir_ / built.entry.key / "source.cpp";
+  const std::string original = read_text(source);
+  fs::permissions(source, fs::perms::owner_write, fs::perm_options::add);
+  std::ofstream(source) << kAnswer43;
+  EXPECT_FALSE(cache.recall_source("P", config_, ""));
+  std::ofstream(source) << original;
+  ASSERT_TRUE(cache.recall_source("P", config_, ""));
+
+  // A record others may write is not trusted; nor is a symbolic link in its place.
+  fs::permissions(record, fs::perms::others_write, fs::perm_options::add);
+  EXPECT_FALSE(cache.recall_source("P", config_, ""));
+  write(good);
+  const fs::path elsewhere = dir_ / "record";
+  std::ofstream(elsewhere) << good;
+  fs::permissions(elsewhere, fs::perms::owner_read | fs::perms::owner_write);
+  fs::remove(record);
+  fs::create_symlink(elsewhere, record);
+  EXPECT_FALSE(cache.recall_source("P", config_, ""));
+  fs::remove(record);
+  write(good);
+  EXPECT_TRUE(cache.recall_source("P", config_, ""));
+}
+
+TEST_F(ModuleCacheTest, RecordsGoWithTheirEntries) {
+  ModuleCache cache(cache_dir_);
+  const LoadedEntry a = cache.get_or_load("a", kAnswer42, config_, "");
+  const LoadedEntry b = cache.get_or_load("b", kAnswer43, config_, "");
+  cache.remember_source("A", a.entry, config_, "");
+  cache.remember_source("B", b.entry, config_, "");
+  std::ofstream(cache_dir_ / "index" / ".tmp-interrupted") << "x";  // a write cut short, just now
+  // An entry discarded by hand: the sweep before the next build drops its record, not the other.
+  fs::remove_all(cache_dir_ / b.entry.key);
+  EXPECT_EQ(cache.remove_leftovers(), 2u);  // b's lock file and b's record
+  EXPECT_TRUE(cache.recall_source("A", config_, ""));
+  EXPECT_FALSE(cache.recall_source("B", config_, ""));
+  EXPECT_TRUE(fs::exists(cache_dir_ / "index" / ".tmp-interrupted"));  // younger than an hour: left to finish
+  // clear() takes the index with the entries.
+  EXPECT_EQ(cache.clear(), 1u);
+  EXPECT_TRUE(fs::is_empty(cache_dir_));
+  EXPECT_FALSE(cache.recall_source("A", config_, ""));
+}
+
+TEST_F(ModuleCacheTest, ARecordThatCannotBeWrittenIsSkipped) {
+  ModuleCache cache(cache_dir_);
+  const LoadedEntry a = cache.get_or_load("a", kAnswer42, config_, "");
+  std::ofstream(cache_dir_ / "index") << "a file where the folder goes";
+  EXPECT_NO_THROW(cache.remember_source("A", a.entry, config_, ""));
+  EXPECT_FALSE(cache.recall_source("A", config_, ""));
+  EXPECT_TRUE(cache.get_or_load("a", kAnswer42, config_, "").entry.was_hit);  // the cache still works
+}
+
 // ---- list / show / clear -------------------------------------------------------------------
 
 TEST_F(ModuleCacheTest, ListShowClear) {
