@@ -233,7 +233,8 @@ void run_compile_cold(benchmark::State& st, const std::string& program) {
   probe.stop(st);
 }
 
-// Warm: the same program again from a populated cache (lowering, codegen, hashing, load).
+// Warm: the same program again from a populated cache (lowering, the source read back through the
+// cache's index instead of generated, hashing, checks, load).
 void run_compile_warm(benchmark::State& st, const std::string& program) {
   const auto& ex = examples::example(program);
   State& s = state();

@@ -2,6 +2,8 @@
 // toolchain (cache) -> runtime. (Ahead-of-time libraries skip the toolchain: src/aot/.)
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "driver/cpu_build.h"
 #include "driver/cuda_build.h"
 #include "fieldflow/compile.h"
@@ -30,14 +32,20 @@ CompiledProgram compile(const ir::Program& program, const CompileOptions& option
   }
   if (options.backend == Backend::cuda) return driver::compile_cuda(program, options);
   if (options.backend == Backend::cpu) {
-    driver::CpuBuild built = driver::build_cpu_source(program, options);
-    image.schedule = std::move(built.schedule);
-    image.source = std::move(built.source);
+    image.schedule = driver::lower_for(program, options, Device::cpu);
     toolchain::ModuleCache cache(options.cache_dir.empty() ? std::filesystem::path{} : std::filesystem::path(options.cache_dir));
+    const toolchain::CompilerConfig config = toolchain::default_compiler_config(true);
+    const std::string extra_key = fmt::format("{}abi{}static:{}", passes::pipeline_description(), FF_ABI_VERSION, static_key);
+    // Generating the source costs most of a warm load (codegen's text passes: ~10 M instructions
+    // for fvm_nabla), so a program compiled before finds its source through the cache's index.
+    const std::string source_key = driver::cpu_source_key(program, options);
+    std::optional<std::string> recalled;
+    if (!source_key.empty()) recalled = cache.recall_source(source_key, config, extra_key);
+    image.source = recalled ? *std::move(recalled) : driver::generate_cpu_source(image.schedule);
     // Loaded by the cache (under the entry's lock when needed): a concurrent `fieldflow cache clear` cannot make it fail.
-    auto loaded = cache.get_or_load(program.name, image.source, toolchain::default_compiler_config(true),
-                                    fmt::format("{}abi{}static:{}", passes::pipeline_description(), FF_ABI_VERSION, static_key));
+    auto loaded = cache.get_or_load(program.name, image.source, config, extra_key);
     const toolchain::CacheEntry& entry = loaded.entry;
+    if (!recalled && !source_key.empty()) cache.remember_source(source_key, entry, config, extra_key);
     image.module.emplace(std::move(loaded.module));
     auto version = reinterpret_cast<std::int32_t (*)()>(image.module->symbol("ff_abi_version"));
     if (version() != FF_ABI_VERSION)

@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <bit>
+
 #include "codegen/cpu/generate_cpu.h"
+#include "driver/build_identity.h"
 #include "fieldflow/abi.h"
 #include "fieldflow/errors.h"
+#include "ir/structural_key.h"
 #include "passes/pipeline.h"
 
 namespace fieldflow::driver {
@@ -69,13 +73,34 @@ ir::Schedule lower_for(const ir::Program& program, const CompileOptions& options
   return s;
 }
 
+std::string generate_cpu_source(const ir::Schedule& schedule, const std::string& symbol_prefix) {
+  codegen::CpuCodegenOptions co;
+  co.symbol_prefix = symbol_prefix;
+  return codegen::generate_cpu_source(schedule, co);
+}
+
 CpuBuild build_cpu_source(const ir::Program& program, const CompileOptions& options, const std::string& symbol_prefix) {
   CpuBuild out;
   out.schedule = lower_for(program, options, Device::cpu);
-  codegen::CpuCodegenOptions co;
-  co.symbol_prefix = symbol_prefix;
-  out.source = codegen::generate_cpu_source(out.schedule, co);
+  out.source = generate_cpu_source(out.schedule, symbol_prefix);
   return out;
+}
+
+std::string cpu_source_key(const ir::Program& program, const CompileOptions& options, const std::string& symbol_prefix) {
+  const std::string& build = build_identity();
+  if (build.empty()) return "";
+  // Static scalars by bits (their text form would merge NaN payloads); lower_for reads nothing
+  // else of the options but the layout.
+  std::string statics;
+  for (const auto& [name, value] : options.static_scalars) {
+    const bool floating = is_floating(value.dtype());
+    statics += fmt::format("{}:{}:{}{:016x};", name.size(), name, static_cast<int>(value.dtype()),
+                           floating ? std::bit_cast<std::uint64_t>(value.as_double())
+                                    : static_cast<std::uint64_t>(value.as_int()));
+  }
+  return fmt::format("cpu|build {}|layout {}|prefix {}:{}|static {}|program ", build,
+                     static_cast<int>(options.layout), symbol_prefix.size(), symbol_prefix, statics) +
+         ir::structural_key(program);
 }
 
 }  // namespace fieldflow::driver

@@ -31,4 +31,15 @@ struct CpuBuild {
 CpuBuild build_cpu_source(const ir::Program& program, const CompileOptions& options,
                           const std::string& symbol_prefix = "ff_");
 
+// The second half of build_cpu_source: the source of a schedule lower_for(program, options,
+// Device::cpu) returned.
+std::string generate_cpu_source(const ir::Schedule& schedule, const std::string& symbol_prefix = "ff_");
+
+// Everything the source build_cpu_source returns is a function of: this fieldflow build
+// (build_identity), the program exactly (ir::structural_key), the layout, the static scalars bit for
+// bit, and the symbol prefix. Equal keys mean equal sources, so a cache may hand back the source it
+// stored under the key instead of generating it again. "" when this build has no identity.
+std::string cpu_source_key(const ir::Program& program, const CompileOptions& options,
+                           const std::string& symbol_prefix = "ff_");
+
 }  // namespace fieldflow::driver
