@@ -183,9 +183,9 @@ TEST(LoopInvariants, NoUnitFactorsWithoutAChainOfInvariantFactors) {
 }
 
 // A loop across columns inside a level loop: its branches on the level (a boundary) do not
-// change along the loop and are set to false in the copy for the interior levels; a branch on a
-// value the body computes, on the loop's own variable, on memory, or nested in another block
-// stays as it is.
+// change along the loop and are set to false in the copy for the interior levels; so is a branch
+// on the loop's own variable against such a bound (a loop condition, run piecewise); a branch on
+// a value the body computes, on memory, or nested in another block stays as it is.
 TEST(LoopInvariants, BranchesOnTheLevelAreUnswitchedOthersStay) {
   const std::string body =
       "  double v0;\n"
@@ -216,11 +216,50 @@ TEST(LoopInvariants, BranchesOnTheLevelAreUnswitchedOthersStay) {
       "  b3[o3 + x_I + x_K * s3_2] = v0;\n";
   const UnswitchedLoopBody u = unswitch_invariant_branches(body, "x_I");
   EXPECT_EQ(u.conditions, std::vector<std::string>{"x_K == std::int64_t(0ULL)"}) << "once, though it is written twice";
+  EXPECT_EQ(u.loop_conditions, std::vector<std::string>{"x_I == 3"});
+  EXPECT_EQ(u.breaks, std::vector<std::string>{"3"});
   std::string fast = body;
-  for (std::size_t at; (at = fast.find("  if (x_K == std::int64_t(0ULL)) {")) != std::string::npos;)
-    fast.replace(at, std::string("  if (x_K == std::int64_t(0ULL)) {").size(), "  if (false) {");
+  for (const std::string branch : {"  if (x_K == std::int64_t(0ULL)) {", "  if (x_I == 3) {"})
+    for (std::size_t at; (at = fast.find(branch)) != std::string::npos;) fast.replace(at, branch.size(), "  if (false) {");
   EXPECT_EQ(u.fast_body, fast);
-  EXPECT_TRUE(unswitch_invariant_branches("  const double v1 = b0[x_I];\n", "x_I").conditions.empty());
+  const UnswitchedLoopBody none = unswitch_invariant_branches("  const double v1 = b0[x_I];\n", "x_I");
+  EXPECT_TRUE(none.conditions.empty());
+  EXPECT_TRUE(none.loop_conditions.empty());
+}
+
+// Loop conditions: the loop index, or it shifted as the point emitter writes it (`(x_K + 1)`),
+// compared once with a bound the loop does not change. Each gives the index value where the
+// shifted index meets the bound (in wrapping arithmetic). Anything else is not one: a bound the
+// body computes or reads from memory, two comparisons, another spelling of the shift, another
+// variable that merely starts with the loop's name.
+TEST(LoopInvariants, ComparisonsOfTheLoopIndexWithABoundAreLoopConditions) {
+  const auto one = [](const std::string& condition) {
+    const std::string body = "  double v0;\n  if (" + condition + ") {\n    v0 = 1.0;\n  } else {\n    v0 = 2.0;\n  }\n"
+                             "  const double v3 = b0[x_K] * 2.0;\n  b1[x_K] = v0 + v3;\n";
+    return unswitch_invariant_branches(body, "x_K");
+  };
+  const std::vector<std::pair<std::string, std::string>> accepted = {
+      {"x_K == std::int64_t(0ULL)", "std::int64_t(0ULL)"},
+      {"x_K < p3", "p3"},
+      {"x_K >= std::int64_t(18446744073709551615ULL + 1ULL * static_cast<unsigned long long>(p9))",
+       "std::int64_t(18446744073709551615ULL + 1ULL * static_cast<unsigned long long>(p9))"},
+      {"(x_K + 1) <= p3", "std::int64_t(std::uint64_t(p3) - std::uint64_t(1LL))"},
+      {"(x_K - 12) != (p3 * 2)", "std::int64_t(std::uint64_t((p3 * 2)) - std::uint64_t(-12LL))"},
+      {"x_K > lo_k0_x_K", "lo_k0_x_K"},
+  };
+  for (const auto& [condition, bound] : accepted) {
+    const UnswitchedLoopBody u = one(condition);
+    EXPECT_EQ(u.loop_conditions, std::vector<std::string>{condition});
+    EXPECT_EQ(u.breaks, std::vector<std::string>{bound}) << condition;
+    EXPECT_NE(u.fast_body.find("if (false) {"), std::string::npos) << condition;
+  }
+  for (const std::string condition :
+       {"x_K == v3", "x_K == b0[3]", "x_K < p3 && p4", "x_K < p3 || x_K > p4", "x_K + 1 == p3", "(x_K + p1) == p3",
+        "x_K == (p3 < p4)", "x_K < p3 ? 1 : 0", "x_Kb == p3", "p3 == x_K", "(x_K + 1)) == p3", "x_K == (p3"}) {
+    const UnswitchedLoopBody u = one(condition);
+    EXPECT_TRUE(u.loop_conditions.empty()) << condition;
+    EXPECT_TRUE(u.breaks.empty()) << condition;
+  }
 }
 
 

@@ -82,10 +82,8 @@ class KernelEmitter : public PointEmitter {
     const Point p = loop_point();
     // Known once the code that may check something has been generated.
     auto red = [&] { return std::string(uses_error_ ? " reduction(|:err)" : ""); };
-    auto columns = [&](int at) {
-      return fmt::format("{0}for (std::int64_t {1} = {2}; {1} < {3}; ++{1}) {{\n", pad(at), var(block->dim), block->lo,
-                         block->hi);
-    };
+    auto columns = [&](int at) { return for_header(var(block->dim), block->lo, block->hi, at); };
+    auto column_range = [&] { return LoopRange{var(block->dim), block->lo, block->hi}; };
     const int in = block ? ind + 2 : ind + 1;  // the column's own code
     std::string code = fmt::format("{}{{  // kernel {}: '{}'\n", pad(ind), kidx_, k_.name);
     if (k_.kind == ir::KernelKind::pointwise) {
@@ -95,11 +93,11 @@ class KernelEmitter : public PointEmitter {
       for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, in + 1));
       store_all(values, p, inner, in + 1);
       const std::string simd = "#pragma omp simd" + red() + "\n";
-      if (!block) code += unswitched_loop(simd, loop(kdim, in), inner, var(kdim), in);
+      if (!block) code += unswitched_loop(simd, range(kdim), inner, in);
       else if (s_.layout == Layout::horizontal_fastest)  // level by level, a vector loop along the block's row
-        code += loop(kdim, ind + 1) + unswitched_loop(simd, columns(ind + 2), inner, var(block->dim), ind + 2) + pad(ind + 1) + "}\n";
+        code += loop(kdim, ind + 1) + unswitched_loop(simd, column_range(), inner, ind + 2) + pad(ind + 1) + "}\n";
       else  // column by column, a vector loop along each column
-        code += columns(ind + 1) + unswitched_loop(simd, loop(kdim, ind + 2), inner, var(kdim), ind + 2) + pad(ind + 1) + "}\n";
+        code += columns(ind + 1) + unswitched_loop(simd, range(kdim), inner, ind + 2) + pad(ind + 1) + "}\n";
       return code + pad(ind) + "}\n";
     }
     const Expr& scan = *k_.value;
@@ -118,27 +116,64 @@ class KernelEmitter : public PointEmitter {
     carry_index_.clear();
     code += fmt::format("{}for (std::int64_t st = 0; st < {} - {}; ++st) {{\n{}{}", pad(ind + 1), hi(kdim), lo(kdim),
                         pad(ind + 2), level(scan));
-    if (block) code += unswitched_loop("#pragma omp simd" + red() + "\n", columns(ind + 2), body, var(block->dim), ind + 2);
+    if (block) code += unswitched_loop("#pragma omp simd" + red() + "\n", column_range(), body, ind + 2);
     else code += body;
     return code + pad(ind + 1) + "}\n" + pad(ind) + "}\n";
   }
 
-  std::string loop(const Dimension& d, int ind) const {
-    const std::string x = var(d);
-    return fmt::format("{0}for (std::int64_t {1} = {2}; {1} < {3}; ++{1}) {{\n", pad(ind), x, lo(d), hi(d));
+  static std::string for_header(const std::string& x, const std::string& from, const std::string& to, int ind) {
+    return fmt::format("{0}for (std::int64_t {1} = {2}; {1} < {3}; ++{1}) {{\n", pad(ind), x, from, to);
   }
+  std::string loop(const Dimension& d, int ind) const { return for_header(var(d), lo(d), hi(d), ind); }
 
-  // `pragma`, then the loop `header` over `loop_var` (at `ind`) around `body`; where the body
-  // branches on conditions that do not change along the loop (a boundary level, in a loop across
-  // columns), a copy for "all of them false" comes first (loop_invariants.h).
-  std::string unswitched_loop(const std::string& pragma, const std::string& header, const std::string& body,
-                              const std::string& loop_var, int ind) const {
-    const UnswitchedLoopBody u = unswitch_invariant_branches(body, loop_var);
-    const auto plain = [&](const std::string& b) { return pragma + header + b + pad(ind) + "}\n"; };
-    if (u.conditions.empty()) return plain(body);
-    std::string none;
-    for (const auto& c : u.conditions) none += fmt::format("{}!({})", none.empty() ? "" : " && ", c);
-    return versioned(none, "no boundary branch taken", "", plain(u.fast_body), plain(body), ind);
+  struct LoopRange {
+    std::string var, lo, hi;
+  };
+  LoopRange range(const Dimension& d) const { return {var(d), lo(d), hi(d)}; }
+
+  // `pragma`, then the loop over `r` (at `ind`) around `body`. Where the body branches on
+  // conditions that do not change along the loop (a boundary level, in a loop across columns), a
+  // copy for "all of them false" comes first. Where it branches on the loop's own index against
+  // such a bound (a boundary level, in a loop along a column), the loop runs piece by piece
+  // between the values where a branch may change direction, each piece in the copy for "all
+  // false" or the general one (loop_invariants.h).
+  std::string unswitched_loop(const std::string& pragma, const LoopRange& r, const std::string& body, int ind) const {
+    const UnswitchedLoopBody u = unswitch_invariant_branches(body, r.var);
+    const auto plain = [&](const std::string& b, const std::string& from, const std::string& to, int at) {
+      return pragma + for_header(r.var, from, to, at) + b + pad(at) + "}\n";
+    };
+    if (u.conditions.empty() && u.loop_conditions.empty()) return plain(body, r.lo, r.hi, ind);
+    if (u.loop_conditions.empty()) {
+      std::string none;
+      for (const auto& c : u.conditions) none += fmt::format("{}!({})", none.empty() ? "" : " && ", c);
+      return versioned(none, "no boundary branch taken", "", plain(u.fast_body, r.lo, r.hi, ind), plain(body, r.lo, r.hi, ind),
+                       ind);
+    }
+    std::string any;
+    for (const auto* list : {&u.conditions, &u.loop_conditions})
+      for (const auto& c : *list) any += fmt::format("{}({})", any.empty() ? "" : " || ", c);
+    std::string code = fmt::format("{0}{{  // piecewise: each branch on {1} keeps its direction within a piece\n"
+                                   "{0}  const std::int64_t seg_lo = {2}, seg_hi = {3};\n"
+                                   "{0}  for (std::int64_t seg_from = seg_lo; seg_from < seg_hi;) {{\n"
+                                   "{0}    std::int64_t seg_to = seg_hi;\n",
+                                   pad(ind), r.var, r.lo, r.hi);
+    // A piece ends before the next break B or B + 1 (B + 1 written so that it cannot overflow).
+    for (const auto& b : u.breaks)
+      code += fmt::format("{0}    {{\n"
+                          "{0}      const std::int64_t seg_b = {1};\n"
+                          "{0}      if (seg_b > seg_from && seg_b < seg_to) seg_to = seg_b;\n"
+                          "{0}      if (seg_b >= seg_from && seg_b < seg_to - 1) seg_to = seg_b + 1;\n"
+                          "{0}    }}\n",
+                          pad(ind), b);
+    code += fmt::format("{0}    bool seg_taken;\n"
+                        "{0}    {{\n"
+                        "{0}      const std::int64_t {1} = seg_from;\n"
+                        "{0}      seg_taken = {2};\n"
+                        "{0}    }}\n",
+                        pad(ind), r.var, any);
+    code += versioned("!seg_taken", "no branch taken in this piece", "", plain(u.fast_body, "seg_from", "seg_to", ind + 3),
+                      plain(body, "seg_from", "seg_to", ind + 3), ind + 2);
+    return code + fmt::format("{0}    seg_from = seg_to;\n{0}  }}\n{0}}}\n", pad(ind));
   }
 
   // `if (condition) { prelude fast } else { general }` at `ind`: a loop's versions.
@@ -192,7 +227,7 @@ class KernelEmitter : public PointEmitter {
     // such term (loop_invariants.h).
     const HoistedLoopBody split = hoist_loop_invariants(inner, var(order[n - 1]));
     const auto vector_loop = [&](const std::string& body, int ind) {
-      return unswitched_loop("#pragma omp simd" + red + "\n", loop(order[n - 1], ind), body, var(order[n - 1]), ind);
+      return unswitched_loop("#pragma omp simd" + red + "\n", range(order[n - 1]), body, ind);
     };
     // Where every pair of loads summed in the body shares one column (the vertex's own, at
     // each end of its edges), a copy loads it once (loop_invariants.h).

@@ -1,6 +1,9 @@
 #include "codegen/cpu/loop_invariants.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -365,22 +368,78 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
   return out;
 }
 
+namespace {
+
+// `loop_var`, `(loop_var + N)` or `(loop_var - N)` at the start of `c`: the offset N (signed) and
+// where the rest begins.
+std::optional<std::pair<std::int64_t, std::size_t>> loop_index_at_start(const std::string& c, const std::string& loop_var) {
+  if (c.compare(0, loop_var.size(), loop_var) == 0 && c.size() > loop_var.size() && c[loop_var.size()] == ' ')
+    return std::pair{std::int64_t{0}, loop_var.size()};
+  const std::string open = "(" + loop_var + " ";
+  if (c.compare(0, open.size(), open) != 0 || c.size() < open.size() + 4) return std::nullopt;
+  const char sign = c[open.size()];
+  if ((sign != '+' && sign != '-') || c[open.size() + 1] != ' ') return std::nullopt;
+  std::size_t at = open.size() + 2, end = at;
+  while (end < c.size() && std::isdigit(static_cast<unsigned char>(c[end]))) ++end;
+  if (end == at || end - at > 18 || end >= c.size() || c[end] != ')') return std::nullopt;
+  const std::int64_t n = std::stoll(c.substr(at, end - at));
+  return std::pair{sign == '-' ? -n : n, end + 1};
+}
+
+// The bound of `loop_index OP bound`: one comparison, so the whole condition is that comparison
+// (a bound holding `&&`, `?`, a comparison or a comma would make the condition another one).
+std::optional<std::string> compared_bound(const std::string& c, std::size_t at) {
+  static const char* ops[] = {" == ", " != ", " <= ", " >= ", " < ", " > "};
+  for (const char* op : ops) {
+    const std::size_t n = std::strlen(op);
+    if (c.compare(at, n, op) != 0) continue;
+    const std::string bound = c.substr(at + n);
+    for (const char* bad : {"&&", "||", "?", "==", "!=", "<=", ">=", " < ", " > ", ",", ";"})
+      if (bound.find(bad) != std::string::npos) return std::nullopt;
+    int depth = 0;
+    for (char ch : bound) {
+      depth += ch == '(' ? 1 : ch == ')' ? -1 : 0;
+      if (depth < 0) return std::nullopt;
+    }
+    if (depth != 0 || trimmed(bound).empty()) return std::nullopt;
+    return bound;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 UnswitchedLoopBody unswitch_invariant_branches(const std::string& body, const std::string& loop_var) {
   const std::vector<Line> lines = split_lines(body);
   const std::set<std::string> varying = varying_names(lines, loop_var);
+  const auto invariant = [&](const std::string& text) {
+    const std::vector<std::string> ids = identifiers(text);
+    return text.find('[') == std::string::npos &&
+           std::none_of(ids.begin(), ids.end(), [&](const std::string& id) { return varying.count(id) > 0; });
+  };
+  const auto add = [](std::vector<std::string>& list, const std::string& item) {
+    if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
+  };
   UnswitchedLoopBody out;
   for (const auto& [l, depth] : lines) {
     std::string text = l;
     const std::size_t i = skip_space(l, 0);
     if (depth == 0 && starts_with_at(l, i, "if (") && l.size() >= 3 && l.compare(l.size() - 3, 3, ") {") == 0) {
       const std::string condition = l.substr(i + 4, l.size() - 3 - (i + 4));
-      const std::vector<std::string> ids = identifiers(condition);
-      const bool invariant = condition.find('[') == std::string::npos &&
-                             std::none_of(ids.begin(), ids.end(), [&](const std::string& id) { return varying.count(id) > 0; });
-      if (invariant) {
-        if (std::find(out.conditions.begin(), out.conditions.end(), condition) == out.conditions.end())
-          out.conditions.push_back(condition);
+      if (invariant(condition)) {
+        add(out.conditions, condition);
         text = l.substr(0, i) + "if (false) {";
+      } else if (const auto index = loop_index_at_start(condition, loop_var)) {
+        const auto bound = compared_bound(condition, index->second);
+        if (bound && invariant(*bound)) {
+          add(out.loop_conditions, condition);
+          // loop_var + N crosses the bound where loop_var is bound - N (in unsigned arithmetic:
+          // a wrapped value is a break nowhere near the loop, harmless; see loop_invariants.h).
+          add(out.breaks, index->first == 0 ? trimmed(*bound)
+                                            : fmt::format("std::int64_t(std::uint64_t({}) - std::uint64_t({}LL))",
+                                                          trimmed(*bound), index->first));
+          text = l.substr(0, i) + "if (false) {";
+        }
       }
     }
     out.fast_body += text + "\n";

@@ -38,13 +38,23 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
 // GCC if-converts such a branch into both sides computed and blended (masked loads included) at
 // every level; `fast_body` has those branches' conditions replaced by `false`, so a copy of the
 // loop taken where every condition is false (the interior levels) is straight-line code.
+// The same for a branch on the loop's own index compared with such a bound (`x_K == nk - 1` in a
+// loop along the column): its truth changes only where loop_var + N reaches the bound or passes
+// it, so between those `breaks` (and one past each) every such condition is constant, and the
+// loop can run piecewise: the fast copy on the pieces where all conditions are false.
 struct UnswitchedLoopBody {
   std::vector<std::string> conditions;  // each as written, without its parentheses
-  std::string fast_body;
+  std::vector<std::string> loop_conditions;  // `loop_var OP bound`, `(loop_var + N) OP bound`
+  // Per distinct loop condition, the value B of loop_var at which loop_var + N equals the bound
+  // (an int64 expression): each condition has one truth value on x < B, at x = B and on x > B.
+  std::vector<std::string> breaks;
+  std::string fast_body;  // every condition of both kinds replaced by `false`
 };
 
 // The top-level `if (C) {` lines of `body` (a loop over `loop_var`) whose C reads no memory (no
-// `[`) and no name that the body assigns or declares, nor `loop_var`.
+// `[`) and no name that the body assigns or declares, nor `loop_var` (conditions); or whose C is
+// exactly one comparison (==, !=, <, <=, >, >=) of `loop_var` or `(loop_var +- N)` with a bound
+// that is such an expression (loop_conditions).
 UnswitchedLoopBody unswitch_invariant_branches(const std::string& body, const std::string& loop_var);
 
 // Sums of two loads from one buffer whose addresses differ in one loop-invariant index: in a
