@@ -602,7 +602,13 @@ std::optional<std::string> ModuleCache::recall_source(const std::string& generat
     }
     const std::string key = indexed_key(dir / kIndexFolder / index_key);
     if (key.empty()) return std::nullopt;
-    auto source = read_trusted_file(dir / key / kSourceFile, std::numeric_limits<std::size_t>::max());
+    // The entry folder is trusted like the files in it (a folder someone else may write could
+    // hold a source.cpp that is not the entry's).
+    struct stat st {};
+    const fs::path entry = dir / key;
+    if (lstat(entry.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !secure_fs::trust_problem(st, entry).empty())
+      return std::nullopt;
+    auto source = read_trusted_file(entry / kSourceFile, std::numeric_limits<std::size_t>::max());
     // The source must be the one its entry was built from: a record damaged into naming another
     // entry of a different build, or a source file changed since, is not believed.
     if (!source || make_key(*source, identity, config.flags, extra_key) != key) return std::nullopt;

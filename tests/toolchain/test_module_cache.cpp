@@ -462,6 +462,13 @@ TEST_F(ModuleCacheTest, DamagedOrStaleRecordsAreNotBelieved) {
   std::ofstream(source) << original;
   ASSERT_TRUE(cache.recall_source("P", config_, ""));
 
+  // An entry folder others may write is not trusted either (its source could be anyone's).
+  const fs::path entry = cache_dir_ / built.entry.key;
+  fs::permissions(entry, fs::perms::others_write, fs::perm_options::add);
+  EXPECT_FALSE(cache.recall_source("P", config_, ""));
+  fs::permissions(entry, fs::perms::others_write, fs::perm_options::remove);
+  ASSERT_TRUE(cache.recall_source("P", config_, ""));
+
   // A record others may write is not trusted; nor is a symbolic link in its place.
   fs::permissions(record, fs::perms::others_write, fs::perm_options::add);
   EXPECT_FALSE(cache.recall_source("P", config_, ""));
