@@ -45,6 +45,11 @@ void append_key(std::string& s, const Position& p) {
       s += '>';
     }
     if (c.kind != DimAccess::Kind::local) append_integer(s, c.offset, /*plus=*/true);
+    for (const auto& [ci, outcome] : c.value_constraints) {
+      s += '?';
+      append_integer(s, ci);
+      s += outcome ? 't' : 'f';
+    }
     s += ';';
   }
 }
@@ -57,7 +62,7 @@ std::string Position::key() const {
 
 Position loop_position(const std::vector<Dimension>& loop_dims) {
   Position p;
-  for (const auto& d : loop_dims) p.coords.push_back({d, DimAccess::Kind::loop, 0, "", 0, {}, {}, 0});
+  for (const auto& d : loop_dims) p.coords.push_back({d, DimAccess::Kind::loop, 0, "", 0, {}, {}, 0, {}});
   return p;
 }
 
@@ -109,7 +114,7 @@ class Walker {
           slot = local->via;
         }
         Coord nb{e.conn.target, DimAccess::Kind::table, 0,
-                 fmt::format("{}[{}]({})", e.conn.name, slot, Position{{*src}, {}}.key()), 0, {}, {}, 0};
+                 fmt::format("{}[{}]({})", e.conn.name, slot, Position{{*src}, {}}.key()), 0, {}, {}, 0, {}};
         // The rows this table is read at are known from the loop box when the source index is a
         // loop index, or itself found that way (chained shifts); the call checks exactly those.
         const TableHop hop{e.conn.name, e.offset >= 0 ? static_cast<int>(e.offset) : -1};
@@ -137,7 +142,7 @@ class Walker {
         std::erase_if(q.coords, [&](const Coord& c) { return c.dim == e.conn.local; });
         q.coords.push_back({e.conn.local, DimAccess::Kind::local, 0,
                             fmt::format("slot{}@{}", static_cast<const void*>(&e), p.key()), e.conn.max_neighbors, {}, {},
-                            0});
+                            0, {}});
         walk(*e.args[0], q, -1);
         return;
       }
@@ -149,6 +154,11 @@ class Walker {
           const int ci = add_condition({e.dim, e.cmp, e.bound - SymExpr(c->offset)});
           a.constraints.push_back({ci, true});
           b.constraints.push_back({ci, false});
+        } else if (c && c->kind == DimAccess::Kind::table) {
+          // At a neighbour: a condition on the index looked up from the table (the same move).
+          const int ci = add_condition({e.dim, e.cmp, e.bound - SymExpr(c->offset)});
+          mutable_coord(a, e.dim)->value_constraints.push_back({ci, true});
+          mutable_coord(b, e.dim)->value_constraints.push_back({ci, false});
         }
         walk(*e.args[0], a, component);
         walk(*e.args[1], b, component);
@@ -175,7 +185,7 @@ class Walker {
         Position q = p;
         std::erase_if(q.coords, [&](const Coord& c) { return c.dim == e.conn.local; });
         q.coords.push_back({e.conn.local, DimAccess::Kind::local, 0, fmt::format("#{}", e.offset), e.conn.max_neighbors,
-                            {}, {}, 0});
+                            {}, {}, 0, {}});
         walk(*e.args[0], q, component);
         return;
       }

@@ -22,6 +22,9 @@ struct Coord {
   std::vector<TableHop> hops;
   Dimension root;
   std::int64_t root_offset = 0;
+  // table: the concat_where branches (condition index, outcome) the looked-up index is known to
+  // be in (DimAccess::value_constraints); part of the position's identity.
+  std::vector<std::pair<int, bool>> value_constraints;
 };
 
 struct Position {

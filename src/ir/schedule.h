@@ -50,6 +50,10 @@ struct DimAccess {
   std::vector<TableHop> hops;
   Dimension root;
   std::int64_t root_min = 0, root_max = 0;
+  // table: concat_where conditions on this dimension (kernel condition index, outcome) that the
+  // looked-up index (before the offset) satisfies: the read happens only in those branches, so
+  // it touches only the indices they admit (the reference reads nothing elsewhere).
+  std::vector<std::pair<int, bool>> value_constraints;
 };
 
 // A read of a buffer (a field parameter or a transient) somewhere in a kernel, possibly only in

@@ -16,7 +16,7 @@ bool same_shape(const Access& a, const Access& b) {
   if (a.buffer != b.buffer || a.constraints != b.constraints || a.dims.size() != b.dims.size()) return false;
   for (std::size_t i = 0; i < a.dims.size(); ++i)
     if (!(a.dims[i].dim == b.dims[i].dim) || a.dims[i].kind != b.dims[i].kind || a.dims[i].hops != b.dims[i].hops ||
-        !(a.dims[i].root == b.dims[i].root))
+        !(a.dims[i].root == b.dims[i].root) || a.dims[i].value_constraints != b.dims[i].value_constraints)
       return false;
   return true;
 }
@@ -59,7 +59,7 @@ void infer_accesses(ir::Schedule& s) {
                              FIELDFLOW_ASSERT(src, "neighbour shift without its source");
                              k.fixed_shifts.push_back({e.conn.name, static_cast<int>(e.offset),
                                                        {e.conn.source, src->kind, src->offset, src->offset, 0, src->hops, src->root,
-                                                        src->root_offset, src->root_offset},
+                                                        src->root_offset, src->root_offset, {}},
                                                        p.constraints});
                            }
                          }
@@ -70,7 +70,7 @@ void infer_accesses(ir::Schedule& s) {
                            const ir::Coord* c = p.find(d);
                            FIELDFLOW_ASSERT(c, "read of " + e.name + " at a position without " + d.name);
                            a.dims.push_back({d, c->kind, c->offset, c->offset, c->extent, c->hops, c->root,
-                                             c->root_offset, c->root_offset});
+                                             c->root_offset, c->root_offset, c->value_constraints});
                          }
                          add_access(k.accesses, std::move(a));
                          return true;

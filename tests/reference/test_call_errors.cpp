@@ -416,6 +416,66 @@ TEST_F(TableErrors, NeighbourIndexBeyondTheFieldExtent) {
   EXPECT_TRUE(untouched());
 }
 
+// Found by the differential fuzzer (seed 7205210): a field read at a neighbour only in a branch
+// of a concat_where on the neighbour's own index needs only the indices that branch admits, as
+// the reference reads it. Covering just those, the call runs (and equals the reference); missing
+// one of them, every backend refuses it; and a condition that admits everything but one index
+// (!=) needs the rest.
+TEST_F(TableErrors, AFieldReadOnlyWhereAConditionOnTheNeighbourHoldsNeedsOnlyThatPart) {
+  const std::int64_t nv = mesh.n_vertices;
+  const auto guarded = [&](const char* name, auto condition, bool field_in_true_branch) {
+    ProgramBuilder pb(name);
+    Expr fv = pb.field("fv", {Vertex}, DType::float64);
+    Expr out = pb.field("out", {Edge}, DType::float64);
+    Expr n = pb.scalar("nv", DType::int32);
+    const Expr one = broadcast(Expr(1.0), {Vertex});
+    const IndexCondition c = condition(n);
+    const Expr value = field_in_true_branch ? concat_where(c, fv * 2.0, one) : concat_where(c, one, fv * 2.0);
+    pb.call("edge_sum", neighbor_sum(value(E2V), E2V), {out}, {{Edge, 0, static_cast<int>(mesh.n_edges)}});
+    return pb.build();
+  };
+  const auto call = [&](const ir::Program& p, Field& fv) {
+    run_program(p, Arguments().field("fv", fv).field("out", out_).scalar("nv", static_cast<std::int32_t>(nv))
+                       .connectivity("E2V", mesh.table("E2V")));
+  };
+  const auto& t = mesh.table("E2V");
+  {  // read only at vertex nv - 2
+    const ir::Program p = guarded("at_one", [](const Expr& n) { return Vertex == n - 2; }, true);
+    Field just({Vertex}, DType::float64, {1}, {nv - 2});
+    fill_pattern(just, 5);
+    call(p, just);
+    EXPECT_TRUE(matches(out_, [&](const Index& x) {
+      double sum = 0;
+      for (int k = 0; k < 2; ++k) sum += t(x[0], k) == nv - 2 ? 2.0 * just.at<double>({nv - 2}) : 1.0;
+      return sum;
+    }));
+    Field without({Vertex}, DType::float64, {nv - 2});
+    out_.fill(kSentinel);
+    EXPECT_ERROR(DomainError, call(p, without), "program 'at_one'", "field 'fv'", "Vertex=" + std::to_string(nv - 2));
+    EXPECT_TRUE(untouched());
+  }
+  {  // read where Vertex >= 3 (the false branch of Vertex < 3)
+    const ir::Program p = guarded("from_three", [](const Expr&) { return Vertex < 3; }, false);
+    Field upper({Vertex}, DType::float64, {nv - 3}, {3});
+    fill_pattern(upper, 6);
+    call(p, upper);
+    Field lower({Vertex}, DType::float64, {nv - 1});
+    out_.fill(kSentinel);
+    EXPECT_ERROR(DomainError, call(p, lower), "program 'from_three'", "field 'fv'", "Vertex=" + std::to_string(nv - 1));
+    EXPECT_TRUE(untouched());
+  }
+  {  // read everywhere but vertex 0: a field without vertex nv - 1 is short
+    const ir::Program p = guarded("all_but_zero", [](const Expr&) { return Vertex != 0; }, true);
+    Field rest({Vertex}, DType::float64, {nv - 1}, {1});
+    fill_pattern(rest, 7);
+    call(p, rest);
+    Field shorter({Vertex}, DType::float64, {nv - 2}, {1});
+    out_.fill(kSentinel);
+    EXPECT_ERROR(DomainError, call(p, shorter), "program 'all_but_zero'", "field 'fv'", "Vertex=" + std::to_string(nv - 1));
+    EXPECT_TRUE(untouched());
+  }
+}
+
 TEST_F(TableErrors, TableGivenForAFieldParameter) {
   EXPECT_ERROR(ArgumentError,
                run_program(program, Arguments().connectivity("fv", mesh.table("E2V")).field("out", out_).connectivity("E2V", mesh.table("E2V"))),
