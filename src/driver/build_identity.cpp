@@ -15,7 +15,6 @@ namespace {
 struct Search {
   std::uintptr_t address;  // of a function in this object
   std::string id;
-  bool found_object = false;
 };
 
 // The notes of one PT_NOTE segment: 4-byte aligned (name, descriptor) records after each header.
@@ -46,7 +45,6 @@ int visit(dl_phdr_info* info, std::size_t, void* data) {
     holds = ph.p_type == PT_LOAD && search.address >= begin && search.address < begin + ph.p_memsz;
   }
   if (!holds) return 0;
-  search.found_object = true;
   for (int i = 0; i < info->dlpi_phnum && search.id.empty(); ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
     if (ph.p_type == PT_NOTE)

@@ -7,7 +7,7 @@
 namespace fieldflow::driver {
 
 // Hex digits of the build ID, read once per process; "" when the object has none (linked with
-// --build-id=none): then no generated source is ever reused by program (see source_key).
+// --build-id=none): then no generated source is ever reused by program (see cpu_source_key).
 const std::string& build_identity();
 
 }  // namespace fieldflow::driver

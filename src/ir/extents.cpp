@@ -227,21 +227,15 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
                 active = false;  // the tables lead nowhere: nothing is read
               }
             }
-            // Read only in the branches whose conditions the looked-up index satisfies: only
-            // the indices they admit, moved by the read's offsets (found by the differential
-            // fuzzer, seed 7205210: a field short where no branch reads it was refused).
+            // Read only in the branches whose conditions the looked-up index satisfies: only the
+            // indices they admit, the condition moved by the read's offset (found by the
+            // differential fuzzer, seed 7205210: a field short where no branch reads it was
+            // refused). Reads merged from several offsets keep the whole range.
+            if (d.min_offset != d.max_offset) break;
             for (const auto& [ci, outcome] : d.value_constraints) {
               const Condition& c = kern.conditions[ci];
               const std::int64_t bound = std::clamp(c.bound.evaluate(sizes), -far_bound, far_bound);
-              if (d.min_offset == d.max_offset) {
-                // The read index is the looked-up one plus the offset: the condition, moved.
-                std::tie(lo, hi) = restrict(lo, hi, c.cmp, bound + d.min_offset, outcome);
-              } else {  // reads at several offsets: the admitted indices' range, widened by them
-                const auto [vlo, vhi] = restrict(empty_hi, empty_lo, c.cmp, bound, outcome);
-                if (vhi <= vlo) hi = lo;
-                if (vlo != empty_hi) lo = std::max(lo, vlo + d.min_offset);
-                if (vhi != empty_lo) hi = std::min(hi, vhi + d.max_offset);
-              }
+              std::tie(lo, hi) = restrict(lo, hi, c.cmp, bound + d.min_offset, outcome);
               if (hi <= lo) {
                 active = false;  // no index the tables give is admitted
                 break;

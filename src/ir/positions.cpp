@@ -34,8 +34,7 @@ void append_pointer(std::string& s, const void* p) {
   s.append(digits, std::to_chars(digits, digits + sizeof digits, reinterpret_cast<std::uintptr_t>(p), 16).ptr);
 }
 
-}  // namespace
-
+// s += p.key()
 void append_key(std::string& s, const Position& p) {
   for (const auto& c : p.coords) {
     s += c.dim.name;
@@ -53,6 +52,8 @@ void append_key(std::string& s, const Position& p) {
     s += ';';
   }
 }
+
+}  // namespace
 
 std::string Position::key() const {
   std::string s;

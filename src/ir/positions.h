@@ -33,7 +33,6 @@ struct Position {
   const Coord* find(const Dimension& d) const;
   std::string key() const;  // identity of the point (constraints excluded)
 };
-void append_key(std::string& out, const Position& p);  // out += p.key()
 
 Position loop_position(const std::vector<Dimension>& loop_dims);
 

@@ -434,7 +434,8 @@ UnswitchedLoopBody unswitch_invariant_branches(const std::string& body, const st
         if (bound && invariant(*bound)) {
           add(out.loop_conditions, condition);
           // loop_var + N crosses the bound where loop_var is bound - N (in unsigned arithmetic:
-          // a wrapped value is a break nowhere near the loop, harmless; see loop_invariants.h).
+          // where it wraps, loop_var + N never meets the bound inside the loop, so the wrapped
+          // value only adds a break nowhere near it).
           add(out.breaks, index->first == 0 ? trimmed(*bound)
                                             : fmt::format("std::int64_t(std::uint64_t({}) - std::uint64_t({}LL))",
                                                           trimmed(*bound), index->first));
