@@ -285,6 +285,12 @@ std::int64_t column_stride(const Transient& t, const Box& box) {
   return (n + per_line - 1) / per_line * per_line;
 }
 
+std::int64_t column_thread_stride(const Transient& t, const Box& box, std::int64_t block_columns) {
+  constexpr std::int64_t gap_bytes = 4096;
+  const std::int64_t block = block_columns * column_stride(t, box);
+  return block == 0 ? 0 : block + gap_bytes / static_cast<std::int64_t>(size_of(t.dtype));
+}
+
 std::int64_t block_columns(const Schedule& s, const ConcreteExtents& e, std::size_t transient) {
   const Transient& tr = s.transients[transient];
   if (!tr.column_local || tr.column_block == 1) return 1;
@@ -313,10 +319,10 @@ std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtent
   for (std::size_t t = 0; t < s.transients.size(); ++t) {
     const Transient& tr = s.transients[t];
     const Box& box = e.transient_boxes[t];
-    std::uint64_t n = tr.column_local ? static_cast<std::uint64_t>(threads) * static_cast<std::uint64_t>(block_columns(s, e, t)) : 1;
+    std::uint64_t n = tr.column_local ? static_cast<std::uint64_t>(threads) : 1;
     bool overflow = false;
     if (tr.column_local) {
-      overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(column_stride(tr, box)), &n);
+      overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(column_thread_stride(tr, box, block_columns(s, e, t))), &n);
     } else {
       for (std::size_t a = 0; a < box.dims.size(); ++a)
         overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(std::max<std::int64_t>(0, box.hi[a] - box.lo[a])), &n);

@@ -334,7 +334,8 @@ void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
     if (s.transients[t].column_local) {
       // A block of columns per thread (fuse_columns), indexed from the block's first column:
       // vertical-fastest, column after column (each padded to a cache line); horizontal-fastest,
-      // level after level, each level the block's stretch of a row.
+      // level after level, each level the block's stretch of a row. Threads' blocks are a page
+      // apart (column_thread_stride).
       const ir::Transient& tr = s.transients[t];
       const std::int64_t column = ir::column_stride(tr, box), columns = ir::block_columns(s, sp.extents, t);
       const Dimension along = ir::column_block_dim(box.dims, image.options.layout);
@@ -349,7 +350,7 @@ void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
           b.strides[a] = rows ? 1 : column;
         }
       }
-      b.thread_stride = column * columns;
+      b.thread_stride = ir::column_thread_stride(tr, box, columns);
       buffers[np + t] = b;
       continue;
     }

@@ -101,7 +101,8 @@ TEST(Pipeline, VerticalSolverRunsColumnByColumn) {
   const auto ext = ir::compute_extents(s, {});
   const auto bytes = ir::transient_bytes(s, ext, 3);
   for (std::size_t t = 0; t < bytes.size(); ++t)
-    EXPECT_EQ(bytes[t], 3u * 3u * 8u * 8u) << "3 threads x a block of the 3 columns along J x 5 levels padded to 8";
+    EXPECT_EQ(bytes[t], 3u * (3u * 8u + 512u) * 8u)
+        << "3 threads x (a block of the 3 columns along J x 5 levels padded to 8, then a 4 KiB gap)";
   passes::PipelineOptions h;
   h.layout = Layout::horizontal_fastest;
   for (const auto& t : passes::lower(pb.build(), h).transients) {
