@@ -25,7 +25,7 @@ typedef ::int64_t int64_t;
 #define FF_HD
 #endif
 
-#define FF_ABI_VERSION 4
+#define FF_ABI_VERSION 5
 #define FF_MAX_DIMS 8
 
 typedef struct ff_buffer {
@@ -34,7 +34,8 @@ typedef struct ff_buffer {
   int64_t strides[FF_MAX_DIMS];  /* elements, per dimension in canonical order */
   int64_t lo[FF_MAX_DIMS];       /* the index box the buffer covers, for in-kernel checks */
   int64_t hi[FF_MAX_DIMS];
-  int64_t thread_stride;         /* column-local transients: elements between threads' columns */
+  int64_t thread_stride;         /* column-local transients: elements between threads' blocks of
+                                    columns, each laid out level by level (since ABI 5) */
 } ff_buffer;
 
 typedef struct ff_table {

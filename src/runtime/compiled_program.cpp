@@ -332,22 +332,25 @@ void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
     const ir::Box& box = sp.extents.transient_boxes[t];
     ff_buffer b{};
     if (s.transients[t].column_local) {
-      // A block of columns per thread (fuse_columns), indexed from the block's first column:
-      // vertical-fastest, column after column (each padded to a cache line); horizontal-fastest,
-      // level after level, each level the block's stretch of a row. Threads' blocks are a page
-      // apart (column_thread_stride).
+      // A block of columns per thread (fuse_columns), indexed from the block's first column,
+      // level after level, each level the block's stretch of a row, in both layouts: the scans
+      // of a group sweep their block's columns side by side level by level, so a level's values
+      // are contiguous and their vector loop across the block reads and writes unit stride (in
+      // vertical-fastest, column-major blocks of 8 made those loops gathers and scalar stores).
+      // One column per thread (no block) is a column. A block holds column_stride levels (the
+      // levels rounded up to a cache line's worth); threads' blocks are a page apart
+      // (column_thread_stride).
       const ir::Transient& tr = s.transients[t];
-      const std::int64_t column = ir::column_stride(tr, box), columns = ir::block_columns(s, sp.extents, t);
+      const std::int64_t columns = ir::block_columns(s, sp.extents, t);
       const Dimension along = ir::column_block_dim(box.dims, image.options.layout);
-      const bool rows = image.options.layout == Layout::horizontal_fastest;
       for (std::size_t a = 0; a < box.dims.size(); ++a) {
         b.lo[a] = box.lo[a];
         b.hi[a] = box.hi[a];
         if (box.dims[a].kind == DimKind::vertical) {
-          b.strides[a] = rows ? columns : 1;
+          b.strides[a] = columns;
           b.offset = -box.lo[a] * b.strides[a];
         } else if (box.dims[a] == along) {
-          b.strides[a] = rows ? 1 : column;
+          b.strides[a] = 1;
         }
       }
       b.thread_stride = ir::column_thread_stride(tr, box, columns);

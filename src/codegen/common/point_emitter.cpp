@@ -147,6 +147,13 @@ int PointEmitter::column_block_axis(const std::string& name) const {
 
 std::string PointEmitter::block_start(const Dimension& d) { return "xb_" + sanitize(d.name); }
 
+// The unit-stride dimension of a buffer: the layout's, except in a column-local block, which is
+// laid out level by level (runtime: CompiledProgram's transient buffers) in both layouts.
+Dimension PointEmitter::unit_dim(const std::string& name, const std::vector<Dimension>& dims) const {
+  const int block_axis = column_block_axis(name);
+  return block_axis >= 0 ? dims[block_axis] : ir::unit_stride_dim(dims, s_.layout);
+}
+
 // --- declarations of buffers, tables and scalars, emitted once at the top of the kernel ---
 int PointEmitter::buffer_index(const std::string& name) const {
   const int t = s_.transient_index(name);
@@ -173,7 +180,7 @@ std::string PointEmitter::use_buffer(const std::string& name, bool write) {
     else
       d_.text += fmt::format("  {};  // {}\n", decl, name);
     d_.text += fmt::format("  const std::int64_t o{} = call->buffers[{}].offset;\n", b, b);
-    const Dimension unit = ir::unit_stride_dim(dims, s_.layout);
+    const Dimension unit = unit_dim(name, dims);
     for (std::size_t a = 0; a < dims.size(); ++a)
       if (!(dims[a] == unit) && (!column_local(name) || dims[a].kind == DimKind::vertical ||
                                  static_cast<int>(a) == column_block_axis(name)))
@@ -237,7 +244,7 @@ std::string PointEmitter::sym_op(const ir::SymOp& op) {
 std::string PointEmitter::element(const std::string& name, const Point& p, std::string& code, int ind) {
   const int b = buffer_index(name);
   auto [dtype, dims] = buffer_type(name);
-  const Dimension unit = ir::unit_stride_dim(dims, s_.layout);
+  const Dimension unit = unit_dim(name, dims);
   std::string off = fmt::format("o{}", b);
   const bool column = column_local(name);
   const int block_axis = column_block_axis(name);
