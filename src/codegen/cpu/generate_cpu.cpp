@@ -3,7 +3,9 @@
 #include "codegen/cpu/generate_cpu.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <fmt/format.h>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -102,7 +104,8 @@ class KernelEmitter : public PointEmitter {
     }
     const Expr& scan = *k_.value;
     if (block) carry_index_ = fmt::format("[{} - {}]", var(block->dim), block_start(block->dim));
-    const std::string body = scan_level(p, in + 1);
+    std::string body = scan_level(p, in + 1);
+    if (block && s_.layout == Layout::horizontal_fastest) body = prefetch_next_level(scan, in + 1) + body;
     for (std::size_t c = 0; c < scan.init.size(); ++c) {
       const std::string init = literal(scan.init[c], dialect_);
       if (!block) {
@@ -119,6 +122,47 @@ class KernelEmitter : public PointEmitter {
     if (block) code += unswitched_loop("#pragma omp simd" + red() + "\n", column_range(), body, ind + 2);
     else code += body;
     return code + pad(ind + 1) + "}\n" + pad(ind) + "}\n";
+  }
+
+  // Horizontal-fastest scans in a row block read, at every level, a stretch of a row of each field
+  // (2 KiB at 256 columns); the next level's is a whole plane away, where the hardware
+  // prefetchers start over and reach full speed only after several misses. So the sweep
+  // prefetches, for each field it reads, the row the next level will read for the first time
+  // (vadv 256x256x80, 2 threads: 18.3-18.4 ms -> 13.6-13.7 ms, hand-written 17.6-18.3 ms in the
+  // same runs; 512x128x80: 18.3 -> 13.6 ms, hand-written 12.9 ms). Addresses are formed as integers: a prefetch past a field's end must not be
+  // pointer arithmetic outside it (prefetches never fault).
+  std::string prefetch_next_level(const Expr& scan, int ind) {
+    // Per field, over its plain reads (loop indices plus constant offsets): the furthest level
+    // read ahead in the sweep's direction, the smallest offset along the others.
+    std::map<std::string, std::map<std::string, std::int64_t>> ahead;  // buffer -> dim name -> offset
+    for (const ir::Access& a : k_.accesses) {
+      if (s_.transient_index(a.buffer) >= 0) continue;  // block buffers: in cache already
+      const bool plain = std::all_of(a.dims.begin(), a.dims.end(), [](const ir::DimAccess& d) {
+        return d.kind == ir::DimAccess::Kind::loop;
+      });
+      const bool along_scan = std::any_of(a.dims.begin(), a.dims.end(), [&](const ir::DimAccess& d) {
+        return d.dim == scan.dim;
+      });
+      if (!plain || !along_scan) continue;
+      auto it = ahead.try_emplace(a.buffer).first;
+      for (const ir::DimAccess& d : a.dims) {
+        const bool sweep = d.dim == scan.dim;
+        const std::int64_t o = !sweep ? d.min_offset : scan.forward ? d.max_offset + 1 : d.min_offset - 1;
+        auto [at, fresh_dim] = it->second.try_emplace(d.dim.name, o);
+        if (!fresh_dim) at->second = !sweep || !scan.forward ? std::min(at->second, o) : std::max(at->second, o);
+      }
+    }
+    std::string code, unused;
+    for (const auto& [buffer, offsets] : ahead) {
+      Point q = loop_point();
+      for (Index& i : q)
+        if (auto o = offsets.find(i.dim.name); o != offsets.end()) i.offset = o->second;
+      const std::string b = use_buffer(buffer, false);
+      code += fmt::format("{}__builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>({}) + "
+                          "std::uintptr_t({}) * {}));\n",
+                          pad(ind), b, element(buffer, q, unused, ind), size_of(buffer_type(buffer).first));
+    }
+    return code;
   }
 
   static std::string for_header(const std::string& x, const std::string& from, const std::string& to, int ind) {
