@@ -65,11 +65,13 @@ Layout layout_of(const examples::ExampleInstance& inst) { return inst.fields.beg
 
 // Per-thread scratch of the solvers, allocated when the baseline is bound (never inside the timed
 // call) and first touched by the thread that uses it. Each thread's part starts on its own 64-byte
-// line, so threads never share a cache line. The timed call runs with threads() threads.
+// line and is followed by a 4 KiB gap, as fieldflow's column blocks are: the hardware prefetchers
+// of one core then never pull in the lines another core is writing (docs/performance.md, Where the
+// time goes, vadv). The timed call runs with threads() threads.
 class ThreadScratch {
  public:
   explicit ThreadScratch(std::size_t doubles_per_thread)
-      : threads_(omp_get_max_threads()), stride_((doubles_per_thread + 7) / 8 * 8) {
+      : threads_(omp_get_max_threads()), stride_((doubles_per_thread + 7) / 8 * 8 + 4096 / sizeof(double)) {
     void* p = std::aligned_alloc(64, std::max<std::size_t>(stride_ * threads_, 8) * sizeof(double));
     if (!p) throw std::bad_alloc();
     data_.reset(static_cast<double*>(p));
