@@ -322,7 +322,8 @@ std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtent
     std::uint64_t n = tr.column_local ? static_cast<std::uint64_t>(threads) : 1;
     bool overflow = false;
     if (tr.column_local) {
-      overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(column_thread_stride(tr, box, block_columns(s, e, t))), &n);
+      const std::int64_t stride = column_thread_stride(tr, box, block_columns(s, e, t));
+      overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(stride), &n);
     } else {
       for (std::size_t a = 0; a < box.dims.size(); ++a)
         overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(std::max<std::int64_t>(0, box.hi[a] - box.lo[a])), &n);

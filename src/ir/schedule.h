@@ -188,10 +188,9 @@ std::int64_t block_columns(const Schedule& s, const ConcreteExtents& e, std::siz
 
 // Elements from one thread's block of a column-local transient to the next thread's: the block
 // (block_columns x column_stride) and a 4 KiB gap that no thread touches (none for an empty
-// block). Hardware prefetchers
-// run ahead of a thread's accesses within a page (adjacent-line pairs, streams); without the gap
-// they pull the first lines of the next thread's block into this thread's core while the other
-// core writes them (vadv vertical-fastest, 2 threads, blocks 5,120 bytes apart: 16.8-17.9 ms
+// block). Hardware prefetchers run ahead of a thread's accesses within a page (adjacent-line
+// pairs, streams); without the gap they pull the first lines of the next thread's block into
+// this thread's core while the other core writes them (vadv vertical-fastest, 2 threads, blocks 5,120 bytes apart: 16.8-17.9 ms
 // against 13.8-14.9 ms with the gap, hand-written 14.3-14.6 ms in the same runs).
 std::int64_t column_thread_stride(const Transient& t, const Box& box, std::int64_t block_columns);
 

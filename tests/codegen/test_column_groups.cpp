@@ -199,9 +199,12 @@ ir::Program blocked_solver() {
         return make_tuple({in[2] * divided, (in[3] - carry[1] * in[0]) * divided});
       },
       {a, b, c, rhs});
+  // The backward sweep also reads a field (rhs, at K and K-1): its prefetch runs downwards.
   const Expr x = scan("bwd", ScanDirection::backward, {Scalar(0.0)},
-                      [](const Expr& carry, const std::vector<Expr>& in) { return in[1] - in[0] * carry; },
-                      {forward[0], forward[1]});
+                      [](const Expr& carry, const std::vector<Expr>& in) {
+                        return in[1] - in[0] * carry + 0.01 * (in[2] - in[3]);
+                      },
+                      {forward[0], forward[1], rhs, concat_where(K == 0, 0.0, rhs(K - 1))});
   const Expr t = materialize("t", sqrt(abs(rhs)) + w);
   pb.call("solve", x * 0.5 + t, {out}, {{I, 1, ni}, {J, 0, nj}, {K, 0, nk}});
   pb.call("side", t(J + 1) - t, {side}, {{I, 1, ni - 1}, {J, 0, nj - 1}, {K, 0, nk}});
@@ -220,19 +223,21 @@ TEST(ColumnGroups, ScanGroupsInBlocksAboveTheBlockSizes) {
   // block (nj 19: two whole blocks, then a remainder of 3 that takes the general copy).
   const std::string source = compile(p, testing_support::cpu_options(Layout::vertical_fastest)).generated_source();
   EXPECT_NE(source.find("// a whole block"), std::string::npos) << source;
-  // Horizontal-fastest: the forward sweep runs the row in chunks and prefetches, before each
-  // chunk, the rows the next level reads first: w (read at K and K+1) at K+2, rhs at K+1; the
-  // backward sweep reads block buffers only.
+  // Horizontal-fastest: the sweeps run the row in chunks and prefetch, before each chunk, the rows
+  // the next level reads first: forward, w (read at K and K+1) at K+2 and rhs at K+1; backward,
+  // rhs (read at K and K-1) at K-2.
   const std::string rows = compile(p, testing_support::cpu_options(Layout::horizontal_fastest)).generated_source();
   auto count = [&](const std::string& what) {
     std::size_t n = 0;
     for (std::size_t at = rows.find(what); at != std::string::npos; at = rows.find(what, at + 1)) ++n;
     return n;
   };
-  EXPECT_EQ(count("__builtin_prefetch("), 2u) << rows;
+  EXPECT_EQ(count("__builtin_prefetch("), 3u) << rows;
   EXPECT_EQ(count("reinterpret_cast<std::uintptr_t>(b0) + std::uintptr_t(o0 + xc_I + x_J * s0_1 + (x_K + 2) * s0_2) * 8)"), 1u)
       << rows;
   EXPECT_EQ(count("reinterpret_cast<std::uintptr_t>(b1) + std::uintptr_t(o1 + xc_I + x_J * s1_1 + (x_K + 1) * s1_2) * 8)"), 1u)
+      << rows;
+  EXPECT_EQ(count("reinterpret_cast<std::uintptr_t>(b1) + std::uintptr_t(o1 + xc_I + x_J * s1_1 + (x_K - 2) * s1_2) * 8)"), 1u)
       << rows;
   // Whole chunks loop exactly 8; the rest of a block (I from 1: blocks [1, 257), [257, 513), then
   // 39 columns at ni 552, 4 columns at ni 5) runs the remainder loop.

@@ -164,9 +164,10 @@ class KernelEmitter : public PointEmitter {
   // fault).
   static constexpr int prefetch_chunk = 8;
   std::string prefetch_next_level(const Expr& scan, const Dimension& along, const std::string& chunk, int ind) {
-    // Per field, over its plain reads (loop indices plus constant offsets): the furthest level
-    // read ahead in the sweep's direction, the smallest offset along the others.
-    std::map<std::string, std::map<std::string, std::int64_t>> ahead;  // buffer -> dim name -> offset
+    // Per field, over its plain reads (loop indices plus constant offsets), the point to prefetch:
+    // the furthest level read ahead in the sweep's direction, plus one; the smallest offset along
+    // the others; the chunk's start along the block.
+    std::map<std::string, Point> ahead;
     for (const ir::Access& a : k_.accesses) {
       if (s_.transient_index(a.buffer) >= 0) continue;  // block buffers: in cache already
       const bool plain = std::all_of(a.dims.begin(), a.dims.end(), [](const ir::DimAccess& d) {
@@ -176,21 +177,19 @@ class KernelEmitter : public PointEmitter {
         return d.dim == scan.dim;
       });
       if (!plain || !along_scan) continue;
-      auto it = ahead.try_emplace(a.buffer).first;
-      for (const ir::DimAccess& d : a.dims) {
-        const bool sweep = d.dim == scan.dim;
-        const std::int64_t o = !sweep ? d.min_offset : scan.forward ? d.max_offset + 1 : d.min_offset - 1;
-        auto [at, fresh_dim] = it->second.try_emplace(d.dim.name, o);
-        if (!fresh_dim) at->second = !sweep || !scan.forward ? std::min(at->second, o) : std::max(at->second, o);
-      }
+      auto [it, first] = ahead.try_emplace(a.buffer, loop_point());
+      for (Index& i : it->second)
+        for (const ir::DimAccess& d : a.dims) {
+          if (!(i.dim == d.dim)) continue;
+          const bool sweep = d.dim == scan.dim;
+          const std::int64_t o = !sweep ? d.min_offset : scan.forward ? d.max_offset + 1 : d.min_offset - 1;
+          i.offset = first ? o : sweep && scan.forward ? std::max(i.offset, o) : std::min(i.offset, o);
+        }
     }
     std::string code, unused;
-    for (const auto& [buffer, offsets] : ahead) {
-      Point q = loop_point();
-      for (Index& i : q) {
-        if (auto o = offsets.find(i.dim.name); o != offsets.end()) i.offset = o->second;
+    for (auto& [buffer, q] : ahead) {
+      for (Index& i : q)
         if (i.dim == along) i.base = chunk;
-      }
       const std::string b = use_buffer(buffer, false);
       code += fmt::format("{}__builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>({}) + "
                           "std::uintptr_t({}) * {}));\n",
