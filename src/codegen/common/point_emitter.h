@@ -87,7 +87,9 @@ class PointEmitter {
   std::string use_scalar(const std::string& name);
   std::string sym(const ir::SymExpr& e);
   std::string sym_op(const ir::SymOp& op);
-  std::string element(const std::string& name, const Point& p, std::string& code, int ind);
+  // The index of `name` at p in its buffer. With row_local, the coordinates away from the
+  // unit-stride dimension go into a `row` local declared in `code` (once per scope).
+  std::string element(const std::string& name, const Point& p, std::string& code, int ind, bool row_local = true);
   static std::string pad(int ind) { return pad_text(ind); }
   std::string fresh(const char* prefix);
   std::string lookup(const std::string& key) const;

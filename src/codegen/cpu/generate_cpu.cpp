@@ -193,7 +193,7 @@ class KernelEmitter : public PointEmitter {
       const std::string b = use_buffer(buffer, false);
       code += fmt::format("{}__builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>({}) + "
                           "std::uintptr_t({}) * {}));\n",
-                          pad(ind), b, element(buffer, q, unused, ind), size_of(buffer_type(buffer).first));
+                          pad(ind), b, element(buffer, q, unused, ind, false), size_of(buffer_type(buffer).first));
     }
     return code;
   }
@@ -392,7 +392,7 @@ class KernelEmitter : public PointEmitter {
       for (int c = 0; c < nc; ++c) {
         const std::string b = use_buffer(k_.outputs[c], true);
         carry_in += fmt::format("{}{} c{} = st == 0 ? {} : {}[{}];\n", pad(ind), ctype(scan.init[c].dtype()), c,
-                                literal(scan.init[c], dialect_), b, element(k_.outputs[c], prev, carry_in, ind));
+                                literal(scan.init[c], dialect_), b, element(k_.outputs[c], prev, carry_in, ind, false));
       }
       code += carry_in + body;
       for (int a = h + 2; a >= 3; --a) code += pad(a) + "}\n";
