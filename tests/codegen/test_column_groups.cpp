@@ -233,11 +233,11 @@ TEST(ColumnGroups, ScanGroupsInBlocksAboveTheBlockSizes) {
     return n;
   };
   EXPECT_EQ(count("__builtin_prefetch("), 3u) << rows;
-  EXPECT_EQ(count("reinterpret_cast<std::uintptr_t>(b0) + std::uintptr_t(o0 + x_J * s0_1 + x_K * s0_2 + (xc_I + 2 * s0_2)) * 8)"), 1u)
+  EXPECT_EQ(count("reinterpret_cast<std::uintptr_t>(b0) + std::uintptr_t(o0 + xc_I + x_J * s0_1 + (x_K + 2) * s0_2) * 8)"), 1u)
       << rows;
-  EXPECT_EQ(count("reinterpret_cast<std::uintptr_t>(b1) + std::uintptr_t(o1 + x_J * s1_1 + x_K * s1_2 + (xc_I + s1_2)) * 8)"), 1u)
+  EXPECT_EQ(count("reinterpret_cast<std::uintptr_t>(b1) + std::uintptr_t(o1 + xc_I + x_J * s1_1 + (x_K + 1) * s1_2) * 8)"), 1u)
       << rows;
-  EXPECT_EQ(count("reinterpret_cast<std::uintptr_t>(b1) + std::uintptr_t(o1 + x_J * s1_1 + x_K * s1_2 + (xc_I - 2 * s1_2)) * 8)"), 1u)
+  EXPECT_EQ(count("reinterpret_cast<std::uintptr_t>(b1) + std::uintptr_t(o1 + xc_I + x_J * s1_1 + (x_K - 2) * s1_2) * 8)"), 1u)
       << rows;
   // Whole chunks loop exactly 8; the rest of a block (I from 1: blocks [1, 257), [257, 513), then
   // 39 columns at ni 552, 4 columns at ni 5) runs the remainder loop.

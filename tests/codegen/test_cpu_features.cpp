@@ -366,9 +366,9 @@ TEST(CpuFeatures, BranchesOnTheLoopIndexRunPiecewise) {
     }
 }
 
-// Every access of a buffer around one point shares one row local (the coordinates away from the
-// unit-stride dimension); the stencil offsets become multiples of strides added to the
-// unit-stride index. Offsets of -2..2 along every dimension, a 2-d field (no unit-stride K in
+// Every access of a buffer read across rows shares one row local around a point (the coordinates
+// away from the unit-stride dimension); the stencil offsets become multiples of strides added to
+// the unit-stride index. Offsets of -2..2 along every dimension, a 2-d field (no unit-stride K in
 // the vertical-fastest layout), a K-only field (no row at all), fields with origins, domains that
 // start away from 0; 1 and 3 threads, both layouts, rows of 1, 5 and 19 levels: equal to the
 // reference bit for bit.
@@ -385,9 +385,9 @@ TEST(CpuFeatures, StencilReadsAroundAPointShareOneRowLocal) {
   const ir::Program program = pb.build();
   {
     const std::string source = compile(program, testing_support::cpu_options(Layout::vertical_fastest)).generated_source();
-    // x (buffer 0), surface (1, unit-stride along J) and out (3): one row each; profile (2) has
-    // none.
-    for (const char* row : {"= o0 + x_I * s0_0 + x_J * s0_1;", "= o1 + x_I * s1_0;", "= o3 + x_I * s3_0 + x_J * s3_1;"}) {
+    // x (buffer 0) and surface (1, unit-stride along J): one row each. profile (2) has no row, and
+    // out (3) is not read across rows: their addresses stay one sum.
+    for (const char* row : {"= o0 + x_I * s0_0 + x_J * s0_1;", "= o1 + x_I * s1_0;"}) {
       std::size_t n = 0;
       for (std::size_t at = source.find(row); at != std::string::npos; at = source.find(row, at + 1)) ++n;
       EXPECT_EQ(n, 1u) << row << "\n" << source;
@@ -396,6 +396,7 @@ TEST(CpuFeatures, StencilReadsAroundAPointShareOneRowLocal) {
     EXPECT_NE(source.find("b0[row0 + (x_K - 2 * s0_0)]"), std::string::npos) << source;
     EXPECT_NE(source.find("b1[row3 + ((x_J + 1) - s1_0)]"), std::string::npos) << source;
     EXPECT_NE(source.find("b2[o2 + (x_K - 1)]"), std::string::npos) << source;
+    EXPECT_NE(source.find("b3[o3 + x_I * s3_0 + x_J * s3_1 + x_K] = "), std::string::npos) << source;
   }
   for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest})
     for (int nk_value : {3, 7, 21})

@@ -74,6 +74,8 @@ class PointEmitter {
   // and the stores.
   std::string scan_level(const Point& p, int ind);
   bool column_local(const std::string& name) const;
+  // Whether this kernel reads `name` at an offset along a dimension other than its unit-stride one.
+  bool read_across_rows(const std::string& name) const;
   Dimension unit_dim(const std::string& name, const std::vector<Dimension>& dims) const;
   // Column-local buffers of a group that takes blocks of columns: the axis (canonical dims) the
   // block's columns follow one another along, or -1 (one column per thread).
@@ -87,8 +89,9 @@ class PointEmitter {
   std::string use_scalar(const std::string& name);
   std::string sym(const ir::SymExpr& e);
   std::string sym_op(const ir::SymOp& op);
-  // The index of `name` at p in its buffer. With row_local, the coordinates away from the
-  // unit-stride dimension go into a `row` local declared in `code` (once per scope).
+  // The index of `name` at p in its buffer. With row_local, for a buffer this kernel reads across
+  // rows, the coordinates away from the unit-stride dimension go into a `row` local declared in
+  // `code` (once per scope).
   std::string element(const std::string& name, const Point& p, std::string& code, int ind, bool row_local = true);
   static std::string pad(int ind) { return pad_text(ind); }
   std::string fresh(const char* prefix);
