@@ -252,17 +252,16 @@ std::string PointEmitter::sym_op(const ir::SymOp& op) {
 }
 
 // Element offset of a point in buffer b (dims canonical): the unit-stride dim needs no multiply.
-// The address of `name` at p is written as `row + shift`: `row` holds the coordinates of the point
-// the access is centred on, away from the unit-stride dimension (`o0 + x_I * s0_0 + x_J * s0_1`),
-// and `shift` the unit-stride index and the stencil offsets times their strides (`x_K - s0_1`).
-// For a buffer read across rows (a stencil), every access around one row then shares one `row`
-// local, which does not change along the vector loop, and the offsets times strides do not
-// change in the whole kernel: GCC computes the row once per row instead of one address per
-// access (laplacian, vertical-fastest: 5-7% less time, the per-row setup of 80-level columns no
-// longer spilling; 2.9 -> 2.7 instructions per point, the hand-written loop's count). Buffers
-// read on their own row only keep one sum per access (as locals, masked_update took 10% more
-// instructions), and so do accesses whose coordinates are not plain loop variables (neighbours,
-// dynamic offsets).
+// For a buffer this kernel reads across rows (a stencil) it is `row + shift`: `row` a local
+// holding the coordinates away from the unit-stride dimension of the point the access is centred
+// on (`o0 + x_I * s0_0 + x_J * s0_1`), `shift` the unit-stride index plus the stencil offsets
+// times their strides (`x_K - s0_1`). Every access around one point shares the row, which does
+// not change along the vector loop, and the offsets times strides do not change in the whole
+// kernel: GCC computes one row per row instead of one address per access (laplacian,
+// vertical-fastest: 5-7% less time, the per-row setup of 80-level columns no longer spilling;
+// 2.9 -> 2.7 instructions per point, the hand-written loop's count). Other buffers keep one sum
+// per access (as row locals, masked_update's in-place loop took 10% more instructions), and so do
+// accesses whose coordinates are not plain loop variables (neighbours, dynamic offsets, blocks).
 std::string PointEmitter::element(const std::string& name, const Point& p, std::string& code, int ind,
                                   bool row_local) {
   const int b = buffer_index(name);
