@@ -133,9 +133,7 @@ bool PointEmitter::column_local(const std::string& name) const {
   return t >= 0 && s_.transients[t].column_local;
 }
 
-bool PointEmitter::read_across_rows(const std::string& name) const {
-  auto [dtype, dims] = buffer_type(name);
-  const Dimension unit = unit_dim(name, dims);
+bool PointEmitter::read_across_rows(const std::string& name, const Dimension& unit) const {
   for (const ir::Access& a : k_.accesses)
     if (a.buffer == name)
       for (const ir::DimAccess& d : a.dims)
@@ -268,6 +266,7 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
   auto [dtype, dims] = buffer_type(name);
   const Dimension unit = unit_dim(name, dims);
   std::string flat = fmt::format("o{}", b);  // the whole address as one sum, in the buffer's order
+  const bool rows = row_local && read_across_rows(name, unit);
   std::string row = flat;
   bool plain_row = true;  // the row's coordinates are this kernel's loop variables, unshifted
   bool row_has_terms = false;
@@ -295,6 +294,7 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
       idx = d;
     }
     flat += dims[a] == unit ? fmt::format(" + {}", idx) : fmt::format(" + {} * {}", idx, stride);
+    if (!rows) continue;
     if (dims[a] == unit) {
       shift.insert(shift.begin(), {false, idx});
       continue;
@@ -308,7 +308,7 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
     const std::int64_t n = i->offset;
     if (n != 0) shift.emplace_back(n < 0, n == 1 || n == -1 ? stride : fmt::format("{} * {}", n < 0 ? -n : n, stride));
   }
-  if (!plain_row || !row_has_terms || !row_local || !read_across_rows(name)) return flat;
+  if (!rows || !plain_row || !row_has_terms) return flat;
   const std::string key = "row#" + row;
   std::string base = lookup(key);
   if (base.empty()) {
@@ -316,11 +316,10 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
     code += fmt::format("{}const std::int64_t {} = {};\n", pad(ind), base, row);
     memo_.back()[key] = base;
   }
-  if (shift.empty()) return base;
-  if (shift.size() == 1) return fmt::format("{} {} {}", base, shift[0].first ? '-' : '+', shift[0].second);
-  std::string sum = (shift[0].first ? "-" : "") + shift[0].second;
-  for (std::size_t t = 1; t < shift.size(); ++t) sum += fmt::format(" {} {}", shift[t].first ? '-' : '+', shift[t].second);
-  return fmt::format("{} + ({})", base, sum);
+  std::string sum;  // ` + x_K - s0_1`
+  for (const auto& [negative, term] : shift) sum += fmt::format(" {} {}", negative ? '-' : '+', term);
+  if (shift.size() <= 1) return base + sum;
+  return fmt::format("{} + ({}{})", base, shift[0].first ? "-" : "", sum.substr(3));  // grouped: one row, one shift
 }
 
 std::string PointEmitter::fresh(const char* prefix) { return fmt::format("{}{}", prefix, counter_++); }

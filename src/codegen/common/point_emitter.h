@@ -74,8 +74,9 @@ class PointEmitter {
   // and the stores.
   std::string scan_level(const Point& p, int ind);
   bool column_local(const std::string& name) const;
-  // Whether this kernel reads `name` at an offset along a dimension other than its unit-stride one.
-  bool read_across_rows(const std::string& name) const;
+  // Whether this kernel reads `name` at an offset along a dimension other than `unit`, its
+  // unit-stride one.
+  bool read_across_rows(const std::string& name, const Dimension& unit) const;
   Dimension unit_dim(const std::string& name, const std::vector<Dimension>& dims) const;
   // Column-local buffers of a group that takes blocks of columns: the axis (canonical dims) the
   // block's columns follow one another along, or -1 (one column per thread).
