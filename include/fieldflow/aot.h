@@ -71,7 +71,8 @@ struct AotProgramInfo {
 AotProgramInfo aot_program_info(const ff_aot_program* program);
 
 // A CompiledProgram over a program of an AOT library. options.backend must be cpu, options.layout
-// and options.static_scalars those the library was generated with (OptionError naming both);
+// unset or the library's, options.static_scalars those the library was generated with
+// (OptionError naming both);
 // memory mode, allocator, workspace, num_threads and parallel_threshold are free (generated code
 // does not depend on them); cache_dir is unused. Rebuilds and lowers the program and checks that it
 // generates exactly the source the library was built from and the same ABI version (CompileError

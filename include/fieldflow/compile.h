@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,10 @@ Backend parse_backend(std::string_view name);  // throws OptionError
 
 struct CompileOptions {
   Backend backend = Backend::cpu;
-  Layout layout = Layout::vertical_fastest;  // which dimension is unit-stride (checked per call)
+  // Which dimension is unit-stride (checked per call). Unset: the backend's default,
+  // default_layout(backend): vertical_fastest on the host, horizontal_fastest on cuda
+  // (consecutive GPU threads then read consecutive horizontal points).
+  std::optional<Layout> layout;
   MemoryOptions memory;                      // transient memory mode, allocator or workspace
   int num_threads = 0;                       // 0: OpenMP's default (OMP_NUM_THREADS)
   // Kernels with at most this many points run on the calling thread: waking threads costs a few
@@ -43,10 +47,20 @@ struct CompileOptions {
   std::uint64_t cuda_pool_release_threshold = UINT64_MAX;
 };
 
+Layout default_layout(Backend backend);
+
 // Size symbols: int scalar parameters by name, and "len(<Location>)" for unstructured dimensions
 // (the sizes of neighbour tables). Everything a program's memory needs depends only on these.
 using SizeMap = std::map<std::string, std::int64_t>;
 SizeMap size_symbols(const ir::Program& program, const Arguments& args);
+
+// Settings of one call.
+struct CallOptions {
+  // cuda backend: the stream of this call's launches, copies and stream-ordered allocations (a
+  // cudaStream_t) instead of the instance's (CompileOptions::cuda_stream or its own). The call
+  // still synchronises it before returning. Non-null for another backend: OptionError.
+  void* cuda_stream = nullptr;
+};
 
 class CompiledProgram {
  public:
@@ -60,10 +74,11 @@ class CompiledProgram {
   // serialized (its transient memory and bindings are per instance); use one instance per thread
   // to run in parallel.
   void operator()(const Arguments& args);
+  void operator()(const Arguments& args, const CallOptions& call);
 
   const ir::Program& program() const;
   Backend backend() const;
-  Layout layout() const;
+  Layout layout() const;  // the compiled layout (the backend's default when the options had none)
   TransientMemoryMode memory_mode() const;
 
   // Memory needed for given sizes, per device, before any call (to size a shared workspace).

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "fieldflow/device.h"
 #include "fieldflow/dtype.h"
 
 namespace fieldflow {
@@ -75,9 +76,14 @@ class Field {
   // along that dimension (outputs must not overlap themselves: checked per call). Throws
   // ArgumentError for null data with a non-empty shape, data misaligned for the dtype, negative
   // strides, or counts that do not match `dims`. bool fields are 1-byte host booleans.
+  // `device` says where the memory is: Device::cuda for device memory (cudaMalloc, a cupy array,
+  // CUDA Fortran `device` arrays), which a Backend::cuda program reads and writes in place with
+  // no copy; host programs and the host accessors below refuse such a field (ArgumentError).
   static Field view(void* data, std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t> shape,
-                    std::vector<std::int64_t> strides, std::vector<std::int64_t> origin = {});
+                    std::vector<std::int64_t> strides, std::vector<std::int64_t> origin = {},
+                    Device device = Device::cpu);
   bool is_view() const { return view_; }
+  Device device() const { return device_; }
   // Views only: the same view over other memory (a model's next time level), allocating nothing.
   // Same checks as view(); throws ArgumentError for an owning field.
   void set_view_data(void* data);
@@ -107,12 +113,15 @@ class Field {
   // Linear element offset of an absolute index; throws DomainError when outside the box.
   std::int64_t offset_of(std::initializer_list<std::int64_t> index) const;
   std::int64_t offset_of(const std::vector<std::int64_t>& index) const;
+  // Element access on the host: throw ArgumentError for a field in device memory.
   template <class T> T& at(std::initializer_list<std::int64_t> index) {
     check_type(dtype_of_v<T>);
+    check_host("at");
     return static_cast<T*>(data())[offset_of(index)];
   }
   template <class T> const T& at(std::initializer_list<std::int64_t> index) const {
     check_type(dtype_of_v<T>);
+    check_host("at");
     return static_cast<const T*>(data())[offset_of(index)];
   }
   template <class T> T* data_as() { check_type(dtype_of_v<T>); return static_cast<T*>(data()); }
@@ -126,11 +135,15 @@ class Field {
   void copy_values_from(const Field& other);
   // Calls visit with every absolute index of the box, the last dimension fastest.
   void for_each_index(const std::function<void(const std::vector<std::int64_t>&)>& visit) const;
-  std::string describe() const;  // e.g. "float64[I=0..10, J=0..10, K=0..5]"
+  std::string describe() const;  // e.g. "float64[I=0..10, J=0..10, K=0..5]", "... on cuda" for device memory
 
  private:
   Field() = default;
   void check_type(DType requested) const;
+  void check_host(const char* access) const {
+    if (device_ != Device::cpu) refuse_host_access(access);
+  }
+  [[noreturn]] void refuse_host_access(const char* access) const;
   void check_shape_and_origin();
   void check_view_data(void* data) const;
   std::vector<Dimension> dims_;
@@ -139,6 +152,7 @@ class Field {
   Layout layout_ = Layout::vertical_fastest;
   std::int64_t size_ = 0;
   bool view_ = false;
+  Device device_ = Device::cpu;  // only a view can be elsewhere
   std::shared_ptr<std::byte> data_;  // a view holds no owner (aliasing constructor: no allocation)
 };
 

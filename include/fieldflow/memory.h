@@ -10,13 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "fieldflow/device.h"
 #include "fieldflow/dtype.h"
 
 namespace fieldflow {
-
-enum class Device : std::uint8_t { cpu, cuda };
-std::string_view to_string(Device d);
-Device parse_device(std::string_view name);  // "cpu" | "cuda"; throws OptionError naming both
 
 // Where a transient lives. Only host_heap and gpu_global map to a device; the others exist so
 // that a schedule naming them is rejected with a clear error instead of being misplaced.

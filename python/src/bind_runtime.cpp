@@ -467,7 +467,7 @@ class PyProgram {
       return;
     }
     slot = Field::view(data, prm.type.dims, prm.type.dtype, {shape, shape + rank}, {strides, strides + rank},
-                       {origin, origin + rank});
+                       {origin, origin + rank}, a.host ? Device::cpu : Device::cuda);
   }
 
   // Arrays made by fieldflow.as_field / zeros / empty with an origin carry it (a halo starting
@@ -584,7 +584,7 @@ PyProgram* compile_program(const ir::Program& program, nb::handle backend, nb::h
                            const std::string& cache_dir, nb::handle static_scalars) {
   CompileOptions options;
   options.backend = enum_or_name<Backend>(backend, &parse_backend);
-  options.layout = enum_or_name<Layout>(layout, &parse_layout);
+  if (!layout.is_none()) options.layout = enum_or_name<Layout>(layout, &parse_layout);  // None: the backend's
   if (!mode.is_none()) options.memory.mode = enum_or_name<TransientMemoryMode>(mode, &parse_transient_memory_mode);
   if (!allocator.is_none()) {
     if (!PyCallable_Check(allocator.ptr()))
@@ -759,7 +759,7 @@ void bind_runtime(nb::module_& m) {
       .def_prop_ro("cache_hit", [](PyProgram& p) { return p.live().cache_hit(); });
 
   m.def("compile", &compile_program, nb::arg("program"), nb::kw_only(), nb::arg("backend") = "cpu",
-        nb::arg("layout") = "vertical_fastest", nb::arg("transient_memory_mode") = nb::none(),
+        nb::arg("layout") = nb::none(), nb::arg("transient_memory_mode") = nb::none(),
         nb::arg("external_memory_allocator") = nb::none(), nb::arg("external_workspace") = nb::none(),
         nb::arg("num_threads") = 0, nb::arg("parallel_threshold") = 16384, nb::arg("cache_dir") = "",
         nb::arg("static_scalars") = nb::none(), nb::rv_policy::take_ownership);

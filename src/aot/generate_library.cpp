@@ -113,7 +113,7 @@ std::string header_text(const std::string& library, const std::string& name, con
       "/* Parameter indices. */\n"
       "enum {{\n{indices}}};\n\n"
       "#ifdef __cplusplus\n}}\n#endif\n\n#endif\n",
-      fmt::arg("name", name), fmt::arg("lib", library), fmt::arg("layout", to_string(options.layout)),
+      fmt::arg("name", name), fmt::arg("lib", library), fmt::arg("layout", to_string(driver::layout_of(options))),
       fmt::arg("statics", statics.empty() ? std::string(": none") : statics), fmt::arg("params", params),
       fmt::arg("fn", fn), fmt::arg("guard", guard), fmt::arg("indices", indices));
 }

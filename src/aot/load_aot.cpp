@@ -85,20 +85,22 @@ AotProgramInfo aot_program_info(const ff_aot_program* program) {
   return info;
 }
 
-CompiledProgram load_aot(const ff_aot_program* program, const CompileOptions& options) {
+CompiledProgram load_aot(const ff_aot_program* program, const CompileOptions& given) {
   const ff_aot_program& d = checked(program);
   const std::int32_t compiled_abi = d.module_abi_version();
   if (d.abi_version != FF_ABI_VERSION || compiled_abi != FF_ABI_VERSION)
     throw CompileError(fmt::format("{}: generated for ABI version {} and compiled against ABI version {}, this fieldflow "
                                    "has ABI version {}; regenerate the library with this fieldflow", what(d),
                                    d.abi_version, compiled_abi, FF_ABI_VERSION));
-  if (options.backend != Backend::cpu)
+  if (given.backend != Backend::cpu)
     throw OptionError(fmt::format("{}: options.backend must be cpu (the library holds compiled code), given {}", what(d),
-                                  to_string(options.backend)));
+                                  to_string(given.backend)));
   const Layout layout = parse_layout(d.layout);
-  if (options.layout != layout)
+  if (given.layout && *given.layout != layout)
     throw OptionError(fmt::format("{}: the library was generated for layout {}, options.layout is {}", what(d),
-                                  to_string(layout), to_string(options.layout)));
+                                  to_string(layout), to_string(*given.layout)));
+  CompileOptions options = given;  // without a layout: the library's
+  options.layout = layout;
   const ir::Program rebuilt = rebuild(d);
   // The same checks as compile(): memory options, threads, and static scalars naming parameters.
   const std::string static_key = driver::check_options(rebuilt, options);

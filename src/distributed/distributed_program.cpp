@@ -108,7 +108,7 @@ struct DistributedProgram::Impl {
     detail::collectively(comm, [&] {
       regional = detail::with_region_bounds(original, decomposed);
       passes::PipelineOptions po;
-      po.layout = options.layout;
+      po.layout = options.layout.value_or(default_layout(options.backend));
       po.static_scalars = options.static_scalars;
       schedule = passes::lower(regional.program, po);
       if (mesh) detail::check_mesh_reads_supported(schedule);

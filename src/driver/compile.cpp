@@ -16,7 +16,10 @@
 
 namespace fieldflow {
 
-CompiledProgram compile(const ir::Program& program, const CompileOptions& options) {
+CompiledProgram compile(const ir::Program& program, const CompileOptions& given) {
+  // Every later stage sees a layout: the one asked for, else the backend's.
+  CompileOptions options = given;
+  if (!options.layout) options.layout = default_layout(options.backend);
   // Options are checked now, never at the first call.
   const std::string static_key = driver::check_options(program, options);
   CompiledProgram::Impl::Image image;

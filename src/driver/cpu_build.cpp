@@ -37,9 +37,9 @@ std::string check_options(const ir::Program& program, const CompileOptions& opti
   if (static_cast<unsigned>(options.backend) > static_cast<unsigned>(Backend::cuda))
     throw OptionError(fmt::format("program '{}': backend {} is not a backend: expected reference (0), cpu (1) or cuda (2)",
                                   program.name, static_cast<unsigned>(options.backend)));
-  if (static_cast<unsigned>(options.layout) > static_cast<unsigned>(Layout::any))
+  if (static_cast<unsigned>(layout_of(options)) > static_cast<unsigned>(Layout::any))
     throw OptionError(fmt::format("program '{}': layout {} is not a layout: expected vertical_fastest (0), "
-                                  "horizontal_fastest (1) or any (2)", program.name, static_cast<unsigned>(options.layout)));
+                                  "horizontal_fastest (1) or any (2)", program.name, static_cast<unsigned>(layout_of(options))));
   if (options.num_threads < 0)
     throw OptionError(fmt::format("program '{}': num_threads must be >= 0 (0: OpenMP default), given {}",
                                   program.name, options.num_threads));
@@ -65,7 +65,7 @@ std::string check_options(const ir::Program& program, const CompileOptions& opti
 
 ir::Schedule lower_for(const ir::Program& program, const CompileOptions& options, Device target) {
   passes::PipelineOptions po;
-  po.layout = options.layout;
+  po.layout = layout_of(options);
   po.target = target;
   po.static_scalars = options.static_scalars;
   ir::Schedule s = passes::lower(program, po);
@@ -99,7 +99,7 @@ std::string cpu_source_key(const ir::Program& program, const CompileOptions& opt
                                     : static_cast<std::uint64_t>(value.as_int()));
   }
   return fmt::format("cpu|build {}|layout {}|prefix {}:{}|static {}|program ", build,
-                     static_cast<int>(options.layout), symbol_prefix.size(), symbol_prefix, statics) +
+                     static_cast<int>(layout_of(options)), symbol_prefix.size(), symbol_prefix, statics) +
          ir::structural_key(program);
 }
 

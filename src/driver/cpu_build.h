@@ -16,6 +16,11 @@ namespace fieldflow::driver {
 // cast to its parameter's dtype: equal texts mean equal folded programs.
 std::string check_options(const ir::Program& program, const CompileOptions& options);
 
+// The layout options compile for: theirs, else the backend's default.
+inline Layout layout_of(const CompileOptions& options) {
+  return options.layout.value_or(default_layout(options.backend));
+}
+
 // Lowers `program` for a target device with the options' layout and static scalars, and checks
 // that every buffer and loop fits the C ABI. Throws DimensionError otherwise.
 ir::Schedule lower_for(const ir::Program& program, const CompileOptions& options, Device target);

@@ -87,9 +87,15 @@ extern "C" std::int32_t ff_run(const ff_call* call) {{
 
 }  // namespace
 
+// Without a layout, CUDA code is built for the GPU's default whatever options.backend says (the
+// emulation builds CUDA code to run on the host).
+Layout cuda_layout(const CompileOptions& options) { return options.layout.value_or(default_layout(Backend::cuda)); }
+
 CudaBuild build_cuda_source(const ir::Program& program, const CompileOptions& options, const std::string& symbol_prefix) {
   CudaBuild out;
-  out.schedule = lower_for(program, options, Device::cuda);
+  CompileOptions for_cuda = options;
+  for_cuda.layout = cuda_layout(options);
+  out.schedule = lower_for(program, for_cuda, Device::cuda);
   codegen::CudaCodegenOptions co;
   co.symbol_prefix = symbol_prefix;
   out.source = codegen::generate_cuda_source(out.schedule, co);
@@ -166,6 +172,7 @@ CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileO
   CompiledProgram::Impl::Image image;
   image.program = program;
   image.options = options;
+  image.options.layout = cuda_layout(options);
   image.options.backend = Backend::cpu;  // the CPU runtime runs the emulated module
   image.schedule = std::move(built.schedule);
   // The GPU's transients live on the host here: same sizes, offsets and live ranges.

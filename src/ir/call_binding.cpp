@@ -93,7 +93,7 @@ void check_location_sizes_agree(const Program& p, const BoundCall& call) {
 }
 }  // namespace
 
-BoundCall bind_arguments(const Program& p, const Arguments& args, bool check_table_indices) {
+BoundCall bind_arguments(const Program& p, const Arguments& args, bool check_table_indices, FieldMemory memory) {
   BoundCall call;
   const std::size_t n = p.params.size();
   call.fields.assign(n, nullptr);
@@ -127,6 +127,10 @@ BoundCall bind_arguments(const Program& p, const Arguments& args, bool check_tab
         if (canonical_dims(f.dims()) != prm.type.dims || f.dims().size() != prm.type.dims.size())
           throw ArgumentError(fmt::format("program '{}': field '{}' expects dims [{}], given [{}]", p.name, prm.name,
                                           dim_names(prm.type.dims), dims_of(f)));
+        if (f.device() != Device::cpu && memory == FieldMemory::host)
+          throw ArgumentError(fmt::format("program '{}': field '{}' expects host memory (this backend runs on the "
+                                          "host), given a view over {} memory; pass a host field, or compile the "
+                                          "program for backend cuda", p.name, prm.name, to_string(f.device())));
         call.fields[i] = &f;
         break;
       }

@@ -19,9 +19,15 @@ struct BoundCall {
   std::map<std::string, std::int64_t> sizes;   // int scalar values: the program's size symbols
 };
 
-// Missing, extra or mistyped arguments, and neighbour tables of the wrong shape.
-// check_table_indices also scans every entry for indices outside [0, n_target) other than -1.
-BoundCall bind_arguments(const Program& p, const Arguments& args, bool check_table_indices = true);
+// Which memory a call's fields may be in: the reference and the cpu backend read fields on the
+// host; a cuda program reads host fields through device copies and device fields in place.
+enum class FieldMemory : std::uint8_t { host, host_or_device };
+
+// Missing, extra or mistyped arguments, fields in memory the program cannot read, and neighbour
+// tables of the wrong shape. check_table_indices also scans every entry for indices outside
+// [0, n_target) other than -1.
+BoundCall bind_arguments(const Program& p, const Arguments& args, bool check_table_indices = true,
+                         FieldMemory memory = FieldMemory::host);
 
 // The index range of every statement's domain, evaluated for this call.
 struct ConcreteRange {

@@ -112,8 +112,12 @@ Field::Field(std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t>
 }
 
 Field Field::view(void* data, std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t> shape,
-                  std::vector<std::int64_t> strides, std::vector<std::int64_t> origin) {
+                  std::vector<std::int64_t> strides, std::vector<std::int64_t> origin, Device device) {
+  if (device != Device::cpu && device != Device::cuda)
+    throw ArgumentError(fmt::format("field view: device must be Device::cpu or Device::cuda, given value {}",
+                                    static_cast<int>(device)));
   Field f;
+  f.device_ = device;
   f.dims_ = std::move(dims);
   f.dtype_ = dtype;
   f.shape_ = std::move(shape);
@@ -180,7 +184,14 @@ bool Field::elements_distinct() const {
   return true;
 }
 
+void Field::refuse_host_access(const char* access) const {
+  throw ArgumentError(fmt::format("field {}: {} reads or writes elements on the host, but the field is a view "
+                                  "over {} memory; copy it to a host field first", describe(), access,
+                                  to_string(device_)));
+}
+
 Field Field::clone() const {
+  check_host("clone");
   Field f(dims_, dtype_, shape_, origin_, layout_);
   if (!view_) {
     std::memcpy(f.data(), data(), bytes());
@@ -197,6 +208,8 @@ void Field::copy_values_from(const Field& other) {
   if (other.dims_ != dims_ || other.shape_ != shape_ || other.origin_ != origin_ || other.dtype_ != dtype_)
     throw ArgumentError(fmt::format("field {}: cannot copy values from {}, which has another box or dtype", describe(),
                                     other.describe()));
+  check_host("copy_values_from");
+  other.check_host("copy_values_from");
   if (!view_ && !other.view_ && strides_ == other.strides_) {
     std::memcpy(data(), other.data(), bytes());
     return;
@@ -255,6 +268,7 @@ void Field::check_type(DType requested) const {
 }
 
 double Field::get_as_double(std::int64_t i) const {
+  check_host("get_as_double");
   switch (dtype_) {
     case DType::boolean: return static_cast<const bool*>(data())[i];
     case DType::int32: return static_cast<const std::int32_t*>(data())[i];
@@ -266,6 +280,7 @@ double Field::get_as_double(std::int64_t i) const {
 }
 
 void Field::set_from_double(std::int64_t i, double v) {
+  check_host("set_from_double");
   switch (dtype_) {
     case DType::boolean: static_cast<bool*>(data())[i] = v != 0; break;
     case DType::int32: static_cast<std::int32_t*>(data())[i] = static_cast<std::int32_t>(v); break;
@@ -276,6 +291,7 @@ void Field::set_from_double(std::int64_t i, double v) {
 }
 
 void Field::fill(double v) {
+  check_host("fill");
   if (!view_) {
     for (std::int64_t i = 0; i < size_; ++i) set_from_double(i, v);
     return;
@@ -287,7 +303,7 @@ std::string Field::describe() const {
   std::string s = fmt::format("{}[", to_string(dtype_));
   for (std::size_t a = 0; a < dims_.size(); ++a)
     s += fmt::format("{}{}={}..{}", a ? ", " : "", dims_[a].name, origin_[a], origin_[a] + shape_[a]);
-  return s + "]";
+  return s + (device_ == Device::cpu ? "]" : fmt::format("] on {}", to_string(device_)));
 }
 
 Scalar Scalar::cast(DType to) const {

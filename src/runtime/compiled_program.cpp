@@ -34,6 +34,10 @@ Backend parse_backend(std::string_view name) {
   throw OptionError(fmt::format("unknown backend '{}': expected reference, cpu or cuda", name));
 }
 
+Layout default_layout(Backend backend) {
+  return backend == Backend::cuda ? Layout::horizontal_fastest : Layout::vertical_fastest;
+}
+
 namespace {
 
 // What a binding remembers of a table besides its address: a changed shape or stride means the
@@ -115,7 +119,8 @@ std::vector<Field*> checked_in_kernel_outputs(const ir::Schedule& s, const ir::B
 }  // namespace
 
 SizeMap size_symbols(const ir::Program& program, const Arguments& args) {
-  const ir::BoundCall call = ir::bind_arguments(program, args, false);
+  // Only shapes and scalars matter here: fields may be in any memory.
+  const ir::BoundCall call = ir::bind_arguments(program, args, false, ir::FieldMemory::host_or_device);
   SizeMap sizes = call.sizes;
   add_location_sizes(program, call.tables, sizes);
   return sizes;
@@ -123,6 +128,7 @@ SizeMap size_symbols(const ir::Program& program, const Arguments& args) {
 
 CompiledProgram::Impl::Impl(Image img) : image(std::move(img)) {
   mode = image.options.memory.resolved_mode();
+  layout = image.options.layout.value_or(default_layout(image.options.backend));
   num_threads = image.options.num_threads > 0 ? image.options.num_threads : omp_get_max_threads();
   memory = std::make_unique<runtime::TransientMemory>(image.program.name, image.options.memory);
   if (compiled()) {
@@ -133,6 +139,7 @@ CompiledProgram::Impl::Impl(Image img) : image(std::move(img)) {
     scalars.assign(n, ff_scalar{});
     next_scalars.assign(n, ff_scalar{});
     domains.assign(image.schedule.kernels.size() * 2 * FF_MAX_DIMS, 0);
+    for (const auto& prm : image.program.params) param_names.push_back(prm.name);
   }
 }
 
@@ -187,10 +194,10 @@ void CompiledProgram::Impl::rebind_field_data() {
       binding.data[i] = f->data();
       buffers[i].data = const_cast<void*>(f->data());
     }
-  if (image.device) describe_host_spans();
+  if (image.device) describe_argument_spans();
 }
 
-void CompiledProgram::Impl::describe_host_spans() {
+void CompiledProgram::Impl::describe_argument_spans() {
   const ir::Program& p = image.program;
   field_spans.assign(p.params.size(), {});
   table_spans.assign(p.params.size(), {});
@@ -198,32 +205,38 @@ void CompiledProgram::Impl::describe_host_spans() {
   for (const auto& st : p.stmts)
     for (const auto& name : st.outputs) output[p.index_of(name)] = true;
   for (std::size_t i = 0; i < p.params.size(); ++i) {
-    if (const Field* f = binding.bound.fields[i]) field_spans[i] = {f->data(), f->span_bytes(), output[i]};
+    if (const Field* f = binding.bound.fields[i]) {
+      const bool on_device = f->device() != Device::cpu;
+      const bool checked = std::find(checked_outputs.begin(), checked_outputs.end(), f) != checked_outputs.end();
+      field_spans[i] = {f->data(), f->span_bytes(), output[i], on_device, on_device && checked};
+    }
     if (const NeighborTable* t = binding.bound.tables[i]; t && t->n_source > 0 && t->max_neighbors > 0) {
       // Owned or a view: the entries from the first to the last one the strides reach.
       const std::int64_t last = (t->n_source - 1) * t->source_stride() + (t->max_neighbors - 1) * t->neighbor_stride();
-      table_spans[i] = {t->entries(), static_cast<std::size_t>(last + 1) * sizeof(std::int32_t), false};
+      table_spans[i] = {t->entries(), static_cast<std::size_t>(last + 1) * sizeof(std::int32_t)};
     }
   }
+  device_checked_fields = false;
 }
 
 void CompiledProgram::Impl::bind(const Arguments& args) {
   const ir::Program& p = image.program;
   binding.valid = false;
-  ir::BoundCall bound = ir::bind_arguments(p, args, true);
+  ir::BoundCall bound = ir::bind_arguments(p, args, true,
+                                           image.device ? ir::FieldMemory::host_or_device : ir::FieldMemory::host);
   ir::check_output_domains(p, bound);
   const std::size_t n = p.params.size();
   // Layout: generated code assumes unit stride along one dimension of every field (none for any).
-  for (std::size_t i = 0; i < n && image.options.layout != Layout::any; ++i) {
+  for (std::size_t i = 0; i < n && layout != Layout::any; ++i) {
     const Field* f = bound.fields[i];
     if (!f || f->dims().empty()) continue;
-    const Dimension unit = ir::unit_stride_dim(p.params[i].type.dims, image.options.layout);
+    const Dimension unit = ir::unit_stride_dim(p.params[i].type.dims, layout);
     const int axis = f->axis_of(unit);
     if (f->shape()[axis] > 1 && f->strides()[axis] != 1)
       throw LayoutError(fmt::format("program '{}' was compiled for layout {}: field '{}' needs unit stride along {}, "
                                     "given stride {} (create the field with Layout::{}, or compile the program for "
-                                    "Layout::any)", p.name, to_string(image.options.layout), p.params[i].name,
-                                    unit.name, f->strides()[axis], to_string(image.options.layout)));
+                                    "Layout::any)", p.name, to_string(layout), p.params[i].name,
+                                    unit.name, f->strides()[axis], to_string(layout)));
   }
   check_output_aliasing(p, bound.fields, true);
   binding.names.clear();
@@ -256,7 +269,10 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
   check_reads();
   // Found once per binding, not per call: the fast path allocates nothing.
   checked_outputs = checked_in_kernel_outputs(image.schedule, binding.bound);
-  if (image.device) describe_host_spans();
+  if (image.device) {
+    describe_argument_spans();
+    device_has_tables = false;
+  }
   binding.valid = true;  // only now: a rejected call must not leave a binding that skips the checks
 }
 
@@ -342,7 +358,7 @@ void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
       // (column_thread_stride).
       const ir::Transient& tr = s.transients[t];
       const std::int64_t columns = ir::block_columns(s, sp.extents, t);
-      const Dimension along = ir::column_block_dim(box.dims, image.options.layout);
+      const Dimension along = ir::column_block_dim(box.dims, layout);
       for (std::size_t a = 0; a < box.dims.size(); ++a) {
         b.lo[a] = box.lo[a];
         b.hi[a] = box.hi[a];
@@ -360,7 +376,7 @@ void CompiledProgram::Impl::resize(const SizeMap& new_sizes) {
     std::int64_t stride = 1;
     const std::size_t nd = box.dims.size();
     for (std::size_t i = 0; i < nd; ++i) {
-      const std::size_t a = image.options.layout == Layout::vertical_fastest ? nd - 1 - i : i;
+      const std::size_t a = layout == Layout::vertical_fastest ? nd - 1 - i : i;
       b.strides[a] = stride;
       b.lo[a] = box.lo[a];
       b.hi[a] = box.hi[a];
@@ -440,7 +456,10 @@ void restore_outputs(const std::vector<Field*>& outputs, const std::vector<std::
 }
 }  // namespace
 
-void CompiledProgram::Impl::call(const Arguments& args) {
+void CompiledProgram::Impl::call(const Arguments& args, const CallOptions& options) {
+  if (options.cuda_stream && image.options.backend != Backend::cuda)
+    throw OptionError(fmt::format("program '{}': CallOptions::cuda_stream is for backend cuda, this program was "
+                                  "compiled for backend {}", image.program.name, to_string(image.options.backend)));
   // A call made from inside a call of the same instance on the same thread (from its external
   // memory allocator, a release action or a memory listener) would wait for itself forever.
   if (calling_thread.load(std::memory_order_relaxed) == std::this_thread::get_id())
@@ -468,7 +487,8 @@ void CompiledProgram::Impl::call(const Arguments& args) {
     sized = false;
     throw;
   }
-  auto lease = memory->begin_call(sized_plan.requirements, image.device ? image.device->stream() : nullptr);
+  void* stream = options.cuda_stream ? options.cuda_stream : image.device ? image.device->stream() : nullptr;
+  auto lease = memory->begin_call(sized_plan.requirements, stream);
   const ir::Program& p = image.program;
   const std::size_t np = p.params.size();
   const ir::Schedule& s = image.schedule;
@@ -479,7 +499,9 @@ void CompiledProgram::Impl::call(const Arguments& args) {
                   image.options.parallel_threshold};
   if (image.device) {
     // Outputs come back only from a call without failed checks: nothing to save or restore.
-    error = image.device->run(c, field_spans, table_spans);
+    error = image.device->run(c, {&param_names, &field_spans, &table_spans, !device_has_tables,
+                                  !device_checked_fields, stream});
+    device_has_tables = device_checked_fields = true;
   } else {
     save_outputs(checked_outputs, saved_outputs);
     run(&c);
@@ -538,9 +560,10 @@ CompiledProgram& CompiledProgram::operator=(CompiledProgram&&) noexcept = defaul
 CompiledProgram::~CompiledProgram() = default;
 
 void CompiledProgram::operator()(const Arguments& args) { impl_->call(args); }
+void CompiledProgram::operator()(const Arguments& args, const CallOptions& call) { impl_->call(args, call); }
 const ir::Program& CompiledProgram::program() const { return impl_->image.program; }
 Backend CompiledProgram::backend() const { return impl_->image.options.backend; }
-Layout CompiledProgram::layout() const { return impl_->image.options.layout; }
+Layout CompiledProgram::layout() const { return impl_->layout; }
 TransientMemoryMode CompiledProgram::memory_mode() const { return impl_->mode; }
 
 std::vector<WorkspaceRequirement> CompiledProgram::workspace_requirements(const SizeMap& sizes) const {

@@ -38,7 +38,7 @@ struct CompiledProgram::Impl {
   explicit Impl(Image image);
   bool compiled() const { return image.entry != nullptr || image.device != nullptr; }
 
-  void call(const Arguments& args);
+  void call(const Arguments& args, const CallOptions& options = {});
 
   // Extents and packed memory for one set of sizes.
   struct SizedPlan {
@@ -50,6 +50,7 @@ struct CompiledProgram::Impl {
 
   Image image;
   TransientMemoryMode mode;
+  Layout layout;  // the compiled one: the options', else the backend's default
   int num_threads = 1;
   std::int32_t (*run)(const ff_call*) = nullptr;
   std::unique_ptr<runtime::TransientMemory> memory;
@@ -78,8 +79,11 @@ struct CompiledProgram::Impl {
   // restored when one fails, so a failed call leaves every argument unchanged.
   std::vector<Field*> checked_outputs;  // outputs of kernels that check reads while running
   std::vector<std::vector<std::byte>> saved_outputs;
-  // cuda backend: the host memory of every field and table of the bound call.
-  std::vector<runtime::HostSpan> field_spans, table_spans;
+  // cuda backend: the memory of every field and table of the bound call; whether the device has
+  // the bound tables and has checked where the fields' memory is.
+  std::vector<runtime::ArgumentSpan> field_spans, table_spans;
+  std::vector<std::string> param_names;
+  bool device_has_tables = false, device_checked_fields = false;
 
  private:
   enum class Change { nothing, field_data, everything };
@@ -89,7 +93,7 @@ struct CompiledProgram::Impl {
   void bind(const Arguments& args);
   void resize(const SizeMap& new_sizes);
   void check_reads();
-  void describe_host_spans();
+  void describe_argument_spans();
 };
 
 }  // namespace fieldflow

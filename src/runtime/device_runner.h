@@ -2,34 +2,57 @@
 // The runtime's view of a program whose kernels run on a device (Backend::cuda). CompiledProgram
 // binds and checks a call's arguments on the host exactly as for the CPU, obtains the call's
 // transient memory through TransientMemory (device memory for gpu_global transients), and hands
-// the runner the host-side ff_call: field and table pointers into host memory, transient pointers
-// into the device workspace. The runner owns everything device-specific (module, stream, copies,
-// launches), so this folder's other files never include a device runtime's headers.
+// the runner the host-side ff_call: field pointers (host or device memory, as each field says),
+// table pointers into host memory, transient pointers into the device workspace. The runner owns
+// everything device-specific (module, stream, copies, launches), so this folder's other files
+// never include a device runtime's headers.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "fieldflow/abi.h"
 
 namespace fieldflow::runtime {
 
-// Host memory behind one field buffer (ff_call::buffers[i], i < number of parameters) or table.
-struct HostSpan {
+// The memory behind one field buffer (ff_call::buffers[i], i < number of parameters) or table.
+struct ArgumentSpan {
   const void* data = nullptr;  // nullptr: not a field / table parameter
   std::size_t bytes = 0;
-  bool output = false;         // copied back after a successful call
+  bool output = false;         // written by the call
+  // Device memory (Field::view with Device::cuda): read and written in place. Host memory is
+  // copied to the device before the launches and, for outputs, back after a successful call.
+  bool on_device = false;
+  // An output in device memory of a program whose kernels check reads while running (dynamic
+  // offsets): saved before the launches and restored when a check fails, so a failed call
+  // changes no argument.
+  bool save_before = false;
+};
+
+struct DeviceCall {
+  const std::vector<std::string>* names = nullptr;  // parameter names, for messages
+  const std::vector<ArgumentSpan>* fields = nullptr;
+  const std::vector<ArgumentSpan>* tables = nullptr;
+  // Tables are the model's static mesh: copied to the device when a call binds them (first call,
+  // other tables), not on every call.
+  bool tables_changed = true;
+  // Field memory moved (or was bound) since the last call: the runner checks again that each
+  // field's memory is where the field says.
+  bool fields_changed = true;
+  void* stream = nullptr;  // this call's stream; nullptr: the runner's stream()
 };
 
 class DeviceRunner {
  public:
   virtual ~DeviceRunner() = default;
-  // The stream of every launch, copy and stream-ordered allocation of the next call.
+  // The stream of every launch, copy and stream-ordered allocation of a call without its own.
   virtual void* stream() const = 0;
-  // Runs the call's kernels in order on stream(); returns the ff_error flags the kernels raised.
-  // Outputs are copied back to the host only when no flag is set (a failed call changes nothing),
-  // and the stream is synchronised before returning, so the call's device work is complete.
-  virtual std::int32_t run(const ff_call& host_call, const std::vector<HostSpan>& buffers,
-                           const std::vector<HostSpan>& tables) = 0;
+  // Runs the call's kernels in order on the call's stream; returns the ff_error flags the
+  // kernels raised. A failed call changes no argument (host outputs are not copied back, saved
+  // device outputs are restored), and the stream is synchronised before returning, so the
+  // call's device work is complete. Throws ArgumentError when a field's memory is not where the
+  // field says (before anything runs).
+  virtual std::int32_t run(const ff_call& host_call, const DeviceCall& call) = 0;
 };
 
 }  // namespace fieldflow::runtime

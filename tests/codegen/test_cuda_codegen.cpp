@@ -56,6 +56,24 @@ TEST_P(CudaExamples, EmulatedKernelsEqualReferenceBitwise) {
   }
 }
 
+// Without a layout, CUDA code is built for horizontal_fastest (consecutive threads read
+// consecutive horizontal points), and the emulated program checks fields against it.
+TEST(CudaDefaults, TheLayoutIsHorizontalFastestUnlessGiven) {
+  const auto& ex = examples::example("hdiff");
+  EXPECT_EQ(driver::build_cuda_source(ex.program, CompileOptions{}).schedule.layout, Layout::horizontal_fastest);
+  CompiledProgram prog = driver::compile_cuda_emulated(ex.program, CompileOptions{});
+  EXPECT_EQ(prog.layout(), Layout::horizontal_fastest);
+  auto ref = ex.make_instance({13, 7, 5}, Layout::horizontal_fastest, 5);
+  auto emu = ex.make_instance({13, 7, 5}, Layout::horizontal_fastest, 5);
+  run_reference(ex.program, ref.arguments());
+  prog(emu.arguments());
+  for (auto& [name, field] : ref.fields) EXPECT_TRUE(same_bits(field, emu.fields.at(name), name));
+  auto vertical = ex.make_instance({13, 7, 5}, Layout::vertical_fastest, 5);
+  EXPECT_THROW(prog(vertical.arguments()), LayoutError);
+  EXPECT_EQ(driver::build_cuda_source(ex.program, options_for(Layout::vertical_fastest)).schedule.layout,
+            Layout::vertical_fastest);
+}
+
 // What the generated source promises: one __global__ function per kernel and a launch for each,
 // no OpenMP, neighbour tables read through __ldg, scans sweep their dimension inside the thread.
 TEST_P(CudaExamples, GeneratedSourceHasOneKernelPerScheduleKernel) {

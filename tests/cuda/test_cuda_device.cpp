@@ -2,7 +2,9 @@
 // every test skips with the reason). Every built-in program equals the reference bit for bit in
 // all four transient-memory modes; each mode uses the allocation API it promises, counted through
 // the allocation route; the allocator is asked once per instance for device cuda with alignment
-// >= 256; a throwing allocator's error and bad caller workspaces reach the caller as typed errors.
+// >= 256; a throwing allocator's error and bad caller workspaces reach the caller as typed errors;
+// fields in device memory are used in place (no copies), memory that is not where a field says is
+// refused, an in-kernel failure restores device outputs; per-call streams; the default layout.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -260,6 +262,145 @@ TEST(CudaDevice, InKernelFailureIsRaisedAndChangesNothing) {
   if (!cpu_throws) GTEST_SKIP() << "vertical_interp has no dynamic offset to push out of range";
   EXPECT_THROW(prog(inst.arguments()), DomainError);
   for (auto& [name, field] : inst.fields) EXPECT_TRUE(same_bits(before.at(name), field, name));
+}
+
+// Device copies of an instance's fields as views over device memory (what a model that keeps its
+// state on the GPU passes), and Arguments over them; tables and scalars as the instance has them.
+struct DeviceFields {
+  std::map<std::string, std::unique_ptr<DeviceBuffer>> buffers;
+  std::map<std::string, Field> views;
+  Arguments args;
+  explicit DeviceFields(examples::ExampleInstance& inst) {
+    for (auto& [name, f] : inst.fields) {
+      auto& b = buffers[name] = std::make_unique<DeviceBuffer>(std::max<std::size_t>(f.span_bytes(), 256));
+      EXPECT_EQ(cudaMemcpy(b->p, f.data(), f.span_bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+      views.emplace(name, Field::view(b->p, f.dims(), f.dtype(), f.shape(), f.strides(), f.origin(), Device::cuda));
+    }
+    const Arguments host_args = inst.arguments();
+    for (const auto& e : host_args.entries()) {
+      if (e.kind == Arguments::Entry::Kind::field) args.field(e.name, views.at(e.name));
+      if (e.kind == Arguments::Entry::Kind::scalar) args.scalar(e.name, e.scalar);
+      if (e.kind == Arguments::Entry::Kind::connectivity) args.connectivity(e.name, *e.table);
+    }
+  }
+  void copy_back(examples::ExampleInstance& inst) const {
+    for (auto& [name, f] : inst.fields)
+      EXPECT_EQ(cudaMemcpy(f.data(), buffers.at(name)->p, f.span_bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+};
+
+// Fields in device memory are read and written in place: every built-in program equals the
+// reference bit for bit, and no call allocates (or copies through) a device copy of a field.
+TEST(CudaDeviceFields, DeviceResidentFieldsEqualTheReferenceWithoutCopies) {
+  REQUIRE_DEVICE();
+  for (const auto& ex : examples::all_examples()) {
+    SCOPED_TRACE(ex.name);
+    CompiledProgram prog = compile(ex.program, cuda_options(TransientMemoryMode::pool));
+    const examples::ExampleSize size{67, 45, 13};
+    auto ref = ex.make_instance(size, Layout::horizontal_fastest, 5);
+    auto gpu = ex.make_instance(size, Layout::horizontal_fastest, 5);
+    run_reference(ex.program, ref.arguments());
+    DeviceFields device(gpu);
+    testing::EventLog log;
+    prog(device.args);
+    prog(device.args);
+    device.copy_back(gpu);
+    for (auto& [name, field] : ref.fields) EXPECT_TRUE(same_bits(field, gpu.fields.at(name), ex.name + "." + name));
+    for (const MemoryEvent& e : log.events())
+      EXPECT_EQ(e.label.find("(field "), std::string::npos) << "a device copy of a field: " << e.label;
+  }
+}
+
+// A field whose memory is not where it says is refused before anything runs, naming the field.
+TEST(CudaDeviceFields, MemoryElsewhereThanTheFieldSaysIsRefused) {
+  REQUIRE_DEVICE();
+  const auto& ex = examples::example("hdiff");
+  CompiledProgram prog = compile(ex.program, cuda_options(TransientMemoryMode::pool));
+  auto inst = ex.make_instance({32, 32, 8}, Layout::horizontal_fastest, 1);
+  {
+    DeviceFields device(inst);
+    Field& out = device.views.at(inst.outputs.front());
+    Field host_claims_device = Field::view(inst.fields.at(inst.outputs.front()).data(), out.dims(), out.dtype(),
+                                           out.shape(), out.strides(), out.origin(), Device::cuda);
+    Arguments args;
+    for (const auto& e : device.args.entries()) {
+      if (e.kind == Arguments::Entry::Kind::field)
+        args.field(e.name, e.name == inst.outputs.front() ? host_claims_device : *e.field);
+      if (e.kind == Arguments::Entry::Kind::scalar) args.scalar(e.name, e.scalar);
+    }
+    try {
+      prog(args);
+      ADD_FAILURE() << "host memory was accepted as device memory";
+    } catch (const ArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("is a view over cuda memory"), std::string::npos) << e.what();
+    }
+  }
+  {
+    DeviceFields device(inst);
+    const std::string& name = inst.outputs.front();
+    const Field& f = inst.fields.at(name);
+    Field device_claims_host = Field::view(device.buffers.at(name)->p, f.dims(), f.dtype(), f.shape(), f.strides(),
+                                           f.origin());
+    Arguments args;
+    for (const auto& e : device.args.entries()) {
+      if (e.kind == Arguments::Entry::Kind::field) args.field(e.name, e.name == name ? device_claims_host : *e.field);
+      if (e.kind == Arguments::Entry::Kind::scalar) args.scalar(e.name, e.scalar);
+    }
+    try {
+      prog(args);
+      ADD_FAILURE() << "device memory was accepted as a host field";
+    } catch (const ArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("create the view with Device::cuda"), std::string::npos) << e.what();
+    }
+    prog(device.args);  // the instance still runs on right arguments
+  }
+}
+
+// An in-kernel failure with outputs in device memory: raised, and the outputs are restored.
+TEST(CudaDeviceFields, InKernelFailureRestoresDeviceOutputs) {
+  REQUIRE_DEVICE();
+  const auto& ex = examples::example("vertical_interp");
+  CompiledProgram prog = compile(ex.program, cuda_options(TransientMemoryMode::pool));
+  auto inst = ex.make_instance({16, 16, 8}, Layout::horizontal_fastest, 3);
+  for (auto& [name, field] : inst.fields)
+    if (field.dtype() == DType::int32) field.fill(1000);
+  std::map<std::string, Field> before;
+  for (auto& [name, field] : inst.fields) before.emplace(name, field.clone());
+  DeviceFields device(inst);
+  EXPECT_THROW(prog(device.args), DomainError);
+  device.copy_back(inst);
+  for (auto& [name, field] : inst.fields) EXPECT_TRUE(same_bits(before.at(name), field, name));
+}
+
+// A stream given per call carries that call's work; calls on two streams give the reference.
+TEST(CudaDevice, PerCallStreams) {
+  REQUIRE_DEVICE();
+  cudaStream_t s[2] = {nullptr, nullptr};
+  for (auto& x : s) ASSERT_EQ(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking), cudaSuccess);
+  {
+    const auto& ex = examples::example("hdiff");
+    CompiledProgram prog = compile(ex.program, cuda_options(TransientMemoryMode::pool));
+    auto ref = ex.make_instance({40, 40, 10}, Layout::horizontal_fastest, 2);
+    run_reference(ex.program, ref.arguments());
+    for (int i = 0; i < 4; ++i) {
+      auto gpu = ex.make_instance({40, 40, 10}, Layout::horizontal_fastest, 2);
+      DeviceFields device(gpu);
+      prog(device.args, CallOptions{s[i % 2]});
+      EXPECT_EQ(cudaStreamQuery(s[i % 2]), cudaSuccess) << "the call synchronised its stream";
+      device.copy_back(gpu);
+      for (auto& [name, field] : ref.fields) EXPECT_TRUE(same_bits(field, gpu.fields.at(name), name));
+    }
+    EXPECT_GE(prog.memory_stats().stream_allocations, 4u);
+  }
+  for (auto& x : s) cudaStreamDestroy(x);
+}
+
+// Without a layout, a cuda program is compiled for horizontal_fastest.
+TEST(CudaDevice, TheDefaultLayoutIsHorizontalFastest) {
+  REQUIRE_DEVICE();
+  CompileOptions o;
+  o.backend = Backend::cuda;
+  EXPECT_EQ(compile(examples::example("laplacian").program, o).layout(), Layout::horizontal_fastest);
 }
 
 }  // namespace

@@ -299,5 +299,104 @@ TEST(Views, SetViewDataFollowsTimeLevels) {
   EXPECT_NO_THROW(program(args));
 }
 
+// A view over device memory (Device::cuda) is for Backend::cuda programs: the host accessors, the
+// reference and the cpu backend refuse it with an ArgumentError naming the field and the memory,
+// before anything runs, and the instance works on host fields afterwards. (Its pointer is never
+// dereferenced here: host memory stands in for device memory.)
+TEST(Views, DeviceMemoryViewsAreRefusedOnTheHost) {
+  std::vector<double> stand_in(24, 5.0), a(24), out(24, -1.0);
+  for (int x = 0; x < 24; ++x) a[static_cast<std::size_t>(x)] = x;
+  Field on_device = Field::view(stand_in.data(), {I, K}, DType::float64, {6, 4}, {4, 1}, {}, Device::cuda);
+  EXPECT_EQ(on_device.device(), Device::cuda);
+  EXPECT_NE(on_device.describe().find("on cuda"), std::string::npos) << on_device.describe();
+  Field host_view = Field::view(a.data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  EXPECT_EQ(host_view.device(), Device::cpu);
+  auto expect_refused = [&](auto&& access, const char* what) {
+    try {
+      access();
+      ADD_FAILURE() << what << " read device memory on the host";
+    } catch (const ArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("cuda memory"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_refused([&] { (void)on_device.at<double>({0, 0}); }, "at");
+  expect_refused([&] { (void)on_device.get_as_double(0); }, "get_as_double");
+  expect_refused([&] { on_device.set_from_double(0, 1.0); }, "set_from_double");
+  expect_refused([&] { on_device.fill(1.0); }, "fill");
+  expect_refused([&] { (void)on_device.clone(); }, "clone");
+  expect_refused([&] { host_view.copy_values_from(on_device); }, "copy_values_from");
+  expect_refused([&] { on_device.copy_values_from(host_view); }, "copy_values_from");
+  EXPECT_EQ(stand_in, std::vector<double>(24, 5.0));
+  EXPECT_THROW(Field::view(a.data(), {I, K}, DType::float64, {6, 4}, {4, 1}, {}, static_cast<Device>(7)),
+               ArgumentError);
+
+  const ir::Program p = shift_program();
+  Field vo = Field::view(out.data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  for (const char* which : {"input", "output"}) {
+    Field& input = std::string(which) == "input" ? on_device : host_view;
+    Field& output = std::string(which) == "input" ? vo : on_device;
+    const Arguments args = Arguments().field("a", input).field("out", output).scalar("n", 6).scalar("nk", 4);
+    const std::string name = std::string(which) == "input" ? "'a'" : "'out'";
+    for (Backend b : {Backend::reference, Backend::cpu}) {
+      CompileOptions o;
+      o.backend = b;
+      CompiledProgram program = compile(p, o);
+      try {
+        program(args);
+        ADD_FAILURE() << "backend " << to_string(b) << " ran on a device field";
+      } catch (const ArgumentError& e) {
+        EXPECT_NE(std::string(e.what()).find("field " + name + " expects host memory"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("cuda memory"), std::string::npos) << e.what();
+      }
+      // The same instance on host fields: bound afresh, right values.
+      program(Arguments().field("a", host_view).field("out", vo).scalar("n", 6).scalar("nk", 4));
+      EXPECT_EQ(out[static_cast<std::size_t>(2 * 4 + 1)], a[3 * 4 + 1] + a[1 * 4 + 1]) << to_string(b);
+      std::fill(out.begin(), out.end(), -1.0);
+    }
+  }
+  EXPECT_EQ(stand_in, std::vector<double>(24, 5.0));
+  // size_symbols reads only shapes and scalars: any memory.
+  EXPECT_EQ(size_symbols(p, Arguments().field("a", on_device).field("out", vo).scalar("n", 6).scalar("nk", 4)).at("n"), 6);
+}
+
+// CallOptions::cuda_stream belongs to the cuda backend: another backend refuses it, naming both.
+TEST(Views, ACudaStreamGivenToAHostProgramIsAnOptionError) {
+  const ir::Program p = shift_program();
+  std::vector<double> a(24, 1.0), out(24, -1.0);
+  Field va = Field::view(a.data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  Field vo = Field::view(out.data(), {I, K}, DType::float64, {6, 4}, {4, 1});
+  const Arguments args = Arguments().field("a", va).field("out", vo).scalar("n", 6).scalar("nk", 4);
+  int stand_in_stream = 0;
+  for (Backend b : {Backend::reference, Backend::cpu}) {
+    CompileOptions o;
+    o.backend = b;
+    CompiledProgram program = compile(p, o);
+    try {
+      program(args, CallOptions{&stand_in_stream});
+      ADD_FAILURE() << "a stream was accepted by backend " << to_string(b);
+    } catch (const OptionError& e) {
+      EXPECT_NE(std::string(e.what()).find("cuda_stream is for backend cuda"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("backend ") + std::string(to_string(b))), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(out, std::vector<double>(24, -1.0));
+    program(args, CallOptions{});  // no stream: an ordinary call
+    EXPECT_EQ(out[4 + 1], 2.0) << to_string(b);
+    std::fill(out.begin(), out.end(), -1.0);
+  }
+}
+
+// Without a layout, a program gets its backend's: vertical_fastest on the host.
+TEST(Views, TheDefaultLayoutIsTheBackends) {
+  EXPECT_EQ(default_layout(Backend::cpu), Layout::vertical_fastest);
+  EXPECT_EQ(default_layout(Backend::reference), Layout::vertical_fastest);
+  EXPECT_EQ(default_layout(Backend::cuda), Layout::horizontal_fastest);
+  EXPECT_EQ(compile(shift_program(), CompileOptions{}).layout(), Layout::vertical_fastest);
+  CompileOptions o;
+  o.layout = Layout::horizontal_fastest;
+  EXPECT_EQ(compile(shift_program(), o).layout(), Layout::horizontal_fastest);
+}
+
 }  // namespace
 }  // namespace fieldflow

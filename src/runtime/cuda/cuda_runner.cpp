@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "fieldflow/device_errors.h"
+#include "fieldflow/errors.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/memory_route.h"
 
@@ -57,6 +58,7 @@ class CudaRunner final : public DeviceRunner {
     if (stream_) cudaStreamSynchronize(stream_);
     for (std::size_t i = 0; i < field_copies_.size(); ++i) field_copies_[i].release(label("field", i));
     for (std::size_t i = 0; i < table_copies_.size(); ++i) table_copies_[i].release(label("table", i));
+    for (std::size_t i = 0; i < saved_outputs_.size(); ++i) saved_outputs_[i].release(label("saved output", i));
     descriptor_.release(o_.program + " (call descriptor)");
     if (owns_stream_) cudaStreamDestroy(stream_);
     if (library_) cudaLibraryUnload(library_);
@@ -64,27 +66,42 @@ class CudaRunner final : public DeviceRunner {
 
   void* stream() const override { return stream_; }
 
-  std::int32_t run(const ff_call& c, const std::vector<HostSpan>& fields, const std::vector<HostSpan>& tables) override {
+  std::int32_t run(const ff_call& c, const DeviceCall& call) override {
     const std::string& p = o_.program;
+    const std::vector<ArgumentSpan>& fields = *call.fields;
+    const std::vector<ArgumentSpan>& tables = *call.tables;
+    cudaStream_t stream = call.stream ? static_cast<cudaStream_t>(call.stream) : stream_;
+    if (call.fields_changed) check_field_memory(fields, *call.names);
     field_copies_.resize(fields.size());
+    saved_outputs_.resize(fields.size());
     table_copies_.resize(tables.size());
-    // Device copies of every field (outputs too: points outside the domains stay as they were) and
-    // table; the descriptor's buffers point at them, transients already point into device memory.
+    // Parameters first, then the transients (their data already in device memory). A field in
+    // device memory keeps its own pointer; a host field is replaced by its device copy (outputs
+    // too: points outside the domains stay as they were).
     std::vector<ff_buffer>& buffers = staged_buffers_;
-    // Parameters first, then the transients (their data already in device memory).
     buffers.assign(c.buffers, c.buffers + o_.buffers);
     for (std::size_t i = 0; i < fields.size(); ++i) {
-      if (!fields[i].data || fields[i].bytes == 0) continue;
-      field_copies_[i].ensure(fields[i].bytes, label("field", i));
-      copy_in(field_copies_[i].pointer, fields[i].data, fields[i].bytes);
+      const ArgumentSpan& f = fields[i];
+      if (!f.data || f.bytes == 0) continue;
+      if (f.on_device) {
+        if (f.save_before) {
+          saved_outputs_[i].ensure(f.bytes, label("saved output", i));
+          copy(saved_outputs_[i].pointer, f.data, f.bytes, stream);
+        }
+        continue;
+      }
+      field_copies_[i].ensure(f.bytes, label("field", i));
+      copy(field_copies_[i].pointer, f.data, f.bytes, stream);
       buffers[i].data = field_copies_[i].pointer;
     }
     std::vector<ff_table>& staged_tables = staged_tables_;
     staged_tables.assign(c.tables, c.tables + tables.size());
     for (std::size_t i = 0; i < tables.size(); ++i) {
       if (!tables[i].data || tables[i].bytes == 0) continue;
-      table_copies_[i].ensure(tables[i].bytes, label("table", i));
-      copy_in(table_copies_[i].pointer, tables[i].data, tables[i].bytes);
+      if (call.tables_changed) {
+        table_copies_[i].ensure(tables[i].bytes, label("table", i));
+        copy(table_copies_[i].pointer, tables[i].data, tables[i].bytes, stream);
+      }
       staged_tables[i].data = static_cast<const std::int32_t*>(table_copies_[i].pointer);
     }
     const std::size_t n_scalars = fields.size(), n_domains = o_.launches.size() * 2 * FF_MAX_DIMS;
@@ -109,7 +126,7 @@ class CudaRunner final : public DeviceRunner {
     std::memcpy(staged_.data() + at_tables, staged_tables.data(), staged_tables.size() * sizeof(ff_table));
     std::memcpy(staged_.data() + at_scalars, c.scalars, n_scalars * sizeof(ff_scalar));
     std::memcpy(staged_.data() + at_domains, c.domains, n_domains * sizeof(std::int64_t));
-    copy_in(dev, staged_.data(), total);
+    copy(dev, staged_.data(), total, stream);
 
     const ff_call* device_call = reinterpret_cast<const ff_call*>(dev);
     for (std::size_t i = 0; i < o_.launches.size(); ++i) {
@@ -118,27 +135,58 @@ class CudaRunner final : public DeviceRunner {
       if (g.x == 0) continue;
       void* args[] = {&device_call};
       check(cudaLaunchKernel(reinterpret_cast<const void*>(kernels_[i]), dim3(static_cast<unsigned>(g.x),
-                             static_cast<unsigned>(g.y)), dim3(static_cast<unsigned>(l.block_x)), args, 0, stream_),
+                             static_cast<unsigned>(g.y)), dim3(static_cast<unsigned>(l.block_x)), args, 0, stream),
             "cudaLaunchKernel", fmt::format("{}' kernel '{}", p, l.symbol));
     }
     std::int32_t error = 0;
-    check(cudaMemcpyAsync(&error, dev + at_error, sizeof error, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync", p);
-    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", p);
-    if (error) return error;
-    for (std::size_t i = 0; i < fields.size(); ++i)
-      if (fields[i].output && fields[i].data)
-        check(cudaMemcpyAsync(const_cast<void*>(fields[i].data), field_copies_[i].pointer, fields[i].bytes,
-                              cudaMemcpyDeviceToHost, stream_),
-              "cudaMemcpyAsync", p);
-    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", p);
-    return 0;
+    check(cudaMemcpyAsync(&error, dev + at_error, sizeof error, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync", p);
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", p);
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      const ArgumentSpan& f = fields[i];
+      if (!f.output || !f.data || f.bytes == 0) continue;
+      if (error && f.on_device && f.save_before)
+        copy(const_cast<void*>(f.data), saved_outputs_[i].pointer, f.bytes, stream);  // the call is undone
+      else if (!error && !f.on_device)
+        copy(const_cast<void*>(f.data), field_copies_[i].pointer, f.bytes, stream);
+    }
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", p);
+    return error;
   }
 
  private:
   std::string label(const char* what, std::size_t i) const { return fmt::format("{} ({} {} device copy)", o_.program, what, i); }
 
-  void copy_in(void* device, const void* host, std::size_t bytes) {
-    check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync", o_.program);
+  // cudaMemcpyDefault: the direction follows from the pointers (unified addressing), so a host
+  // field in pinned or managed memory copies as well as one in pageable memory.
+  void copy(void* to, const void* from, std::size_t bytes, cudaStream_t stream) {
+    check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync", o_.program);
+  }
+
+  // Each field's memory is where the field says: device (or managed) memory of this runner's
+  // device for a Device::cuda view, not device memory for a host field. Checked when fields are
+  // bound or move (cudaPointerGetAttributes costs about a microsecond), before anything runs.
+  void check_field_memory(const std::vector<ArgumentSpan>& fields, const std::vector<std::string>& names) const {
+    int current = 0;
+    check(cudaGetDevice(&current), "cudaGetDevice", o_.program);
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      const ArgumentSpan& f = fields[i];
+      if (!f.data || f.bytes == 0) continue;
+      cudaPointerAttributes a{};
+      check(cudaPointerGetAttributes(&a, f.data), "cudaPointerGetAttributes", o_.program);
+      const bool device = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+      if (f.on_device && !device)
+        throw ArgumentError(fmt::format("program '{}': field '{}' is a view over cuda memory (Device::cuda), but its "
+                                        "data {} is {} memory; pass device memory, or a host field (Device::cpu), "
+                                        "which the call copies", o_.program, names[i], f.data,
+                                        a.type == cudaMemoryTypeHost ? "pinned host" : "host"));
+      if (f.on_device && a.type == cudaMemoryTypeDevice && a.device != current)
+        throw ArgumentError(fmt::format("program '{}': field '{}' is memory of cuda device {}, but the program runs on "
+                                        "device {}", o_.program, names[i], a.device, current));
+      if (!f.on_device && a.type == cudaMemoryTypeDevice)
+        throw ArgumentError(fmt::format("program '{}': field '{}' is a host field (Device::cpu), but its data {} is "
+                                        "cuda device memory; create the view with Device::cuda", o_.program,
+                                        names[i], f.data));
+    }
   }
 
   CudaRunnerOptions o_;
@@ -146,7 +194,7 @@ class CudaRunner final : public DeviceRunner {
   std::vector<cudaKernel_t> kernels_;
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
-  std::vector<DeviceBlock> field_copies_, table_copies_;
+  std::vector<DeviceBlock> field_copies_, saved_outputs_, table_copies_;
   DeviceBlock descriptor_;
   std::vector<ff_buffer> staged_buffers_;
   std::vector<ff_table> staged_tables_;

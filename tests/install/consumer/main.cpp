@@ -23,7 +23,7 @@ bool same_as_reference(const ff_aot_program* descriptor, const char* name) {
   options.layout = Layout::horizontal_fastest;
   options.parallel_threshold = 0;
   CompiledProgram program = load_aot(descriptor, options);
-  auto ref = ex.make_instance({11, 9, 6}, options.layout, 2), got = ex.make_instance({11, 9, 6}, options.layout, 2);
+  auto ref = ex.make_instance({11, 9, 6}, program.layout(), 2), got = ex.make_instance({11, 9, 6}, program.layout(), 2);
   run_reference(ex.program, ref.arguments());
   program(got.arguments());
   for (auto& [field_name, field] : ref.fields)
