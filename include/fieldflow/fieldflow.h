@@ -65,7 +65,9 @@ enum {
   FF_ERROR_CONCURRENCY = 16,
   FF_ERROR_INTERNAL = 17,    /* a bug in fieldflow */
   FF_ERROR_OUT_OF_MEMORY = 18,
-  FF_ERROR_UNKNOWN = 19      /* anything else thrown below this API (e.g. by a C++ allocator) */
+  FF_ERROR_UNKNOWN = 19,     /* anything else thrown below this API (e.g. by a C++ allocator) */
+  FF_ERROR_BACKEND_UNAVAILABLE = 20, /* FF_BACKEND_CUDA without the toolkit built in or a usable device */
+  FF_ERROR_CUDA = 21         /* a CUDA API call failed: the message names it and CUDA's error */
 };
 
 /* The message of the most recent failed call on this thread ("" if none). Valid until the next
@@ -75,12 +77,17 @@ const char* ff_last_error(void);
 const char* ff_status_name(ff_status status);
 
 /* ---- enumerations ------------------------------------------------------------------------- */
-enum { FF_BACKEND_CPU = 0, FF_BACKEND_REFERENCE = 1 };
+/* FF_BACKEND_CUDA (docs/cuda.md): the handle's fields are device memory (cudaMalloc, CUDA Fortran
+ * `device` arrays, OpenACC `host_data use_device`), read and written in place; tables are host
+ * memory, copied to the device when set. */
+enum { FF_BACKEND_CPU = 0, FF_BACKEND_REFERENCE = 1, FF_BACKEND_CUDA = 2 };
 /* Which dimension has stride 1. vertical_fastest: K unit-stride (C arrays [I][J][K], Fortran
  * (K, I, J)); horizontal_fastest: the first horizontal dimension unit-stride (C [K][J][I],
  * Fortran (I, J, K), ICON's (nproma, nlev)); any: every stride read at run time, any order
  * accepted (slower: no unit-stride vector loads). */
-enum { FF_LAYOUT_VERTICAL_FASTEST = 0, FF_LAYOUT_HORIZONTAL_FASTEST = 1, FF_LAYOUT_ANY = 2 };
+/* FF_LAYOUT_DEFAULT: the backend's (vertical_fastest on the host, horizontal_fastest on cuda; an
+ * ahead-of-time program's: its library's). */
+enum { FF_LAYOUT_DEFAULT = -1, FF_LAYOUT_VERTICAL_FASTEST = 0, FF_LAYOUT_HORIZONTAL_FASTEST = 1, FF_LAYOUT_ANY = 2 };
 /* FF_MEMORY_DEFAULT: pool, or external when an allocator is given. */
 enum {
   FF_MEMORY_DEFAULT = -1,
@@ -105,7 +112,7 @@ typedef void (*ff_release_fn)(void* user_data, int device, void* pointer, size_t
 
 typedef struct ff_options {
   int32_t backend;            /* FF_BACKEND_* (default CPU) */
-  int32_t layout;             /* FF_LAYOUT_* (default VERTICAL_FASTEST) */
+  int32_t layout;             /* FF_LAYOUT_* (default DEFAULT) */
   int32_t memory_mode;        /* FF_MEMORY_* (default DEFAULT) */
   int32_t num_threads;        /* 0: OpenMP's default */
   int64_t parallel_threshold; /* kernels with at most this many points run on the calling thread */
@@ -127,7 +134,7 @@ typedef struct ff_program ff_program; /* opaque; never dereferenced by the calle
 ff_status ff_program_create(const char* example_name, const ff_options* options, ff_program** program);
 /* A handle over one program of an ahead-of-time library (include/fieldflow/aot.h): `aot` is what
  * the program's generated header returns (fieldflow_aot_<library>_<program>()). No compiler, cache
- * directory or dlopen is involved. options->layout must be the library's and the backend CPU
+ * directory or dlopen is involved. options->layout must be DEFAULT or the library's, the backend CPU
  * (FF_ERROR_OPTION naming both otherwise); memory options, threads and threshold are free. Same
  * C ABI and bitwise the same results as the JIT-compiled program. */
 struct ff_aot_program;
@@ -228,8 +235,13 @@ ff_status ff_program_memory_stats(const ff_program* program, ff_memory_stats* st
 
 /* ---- running ------------------------------------------------------------------------------ */
 /* Runs the program once on the arguments set so far (all must be set). Checks everything before
- * anything is written: on an error status no argument was changed. */
+ * anything is written: on an error status no argument was changed. A FF_BACKEND_CUDA run
+ * synchronises its stream before returning. */
 ff_status ff_program_run(ff_program* program);
+/* FF_BACKEND_CUDA handles: the stream (a cudaStream_t) of the following runs' launches, copies and
+ * stream-ordered allocations; NULL: the handle's own non-blocking stream. FF_ERROR_OPTION for a
+ * non-NULL stream on a handle of another backend. */
+ff_status ff_program_set_cuda_stream(ff_program* program, void* stream);
 
 /* ---- meshes (examples, tests and drivers) ------------------------------------------------- */
 /* The element counts of fieldflow's triangular mesh of nx x ny vertices (include/fieldflow/mesh.h):

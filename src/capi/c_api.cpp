@@ -129,16 +129,18 @@ CompileOptions compile_options(const ff_options& o) {
   switch (o.backend) {
     case FF_BACKEND_CPU: c.backend = Backend::cpu; break;
     case FF_BACKEND_REFERENCE: c.backend = Backend::reference; break;
+    case FF_BACKEND_CUDA: c.backend = Backend::cuda; break;
     default:
-      throw OptionError(fmt::format("ff_options.backend is {}: expected FF_BACKEND_CPU (0) or FF_BACKEND_REFERENCE (1)",
-                                    o.backend));
+      throw OptionError(fmt::format("ff_options.backend is {}: expected FF_BACKEND_CPU (0), FF_BACKEND_REFERENCE (1) "
+                                    "or FF_BACKEND_CUDA (2)", o.backend));
   }
   switch (o.layout) {
+    case FF_LAYOUT_DEFAULT: break;
     case FF_LAYOUT_VERTICAL_FASTEST: c.layout = Layout::vertical_fastest; break;
     case FF_LAYOUT_HORIZONTAL_FASTEST: c.layout = Layout::horizontal_fastest; break;
     case FF_LAYOUT_ANY: c.layout = Layout::any; break;
     default:
-      throw OptionError(fmt::format("ff_options.layout is {}: expected FF_LAYOUT_VERTICAL_FASTEST (0), "
+      throw OptionError(fmt::format("ff_options.layout is {}: expected FF_LAYOUT_DEFAULT (-1), FF_LAYOUT_VERTICAL_FASTEST (0), "
                                     "FF_LAYOUT_HORIZONTAL_FASTEST (1) or FF_LAYOUT_ANY (2)", o.layout));
   }
   if (o.memory_mode < FF_MEMORY_DEFAULT || o.memory_mode > FF_MEMORY_EXTERNAL)
@@ -169,7 +171,8 @@ CompileOptions compile_options(const ff_options& o) {
     // The workspace is sized after creation (ff_program_workspace_query needs the compiled
     // program), so the program is compiled with an empty placeholder that
     // ff_program_set_workspace replaces; a run before that fails validation (null pointer).
-    c.memory.external_workspace[Device::cpu] = Workspace{nullptr, 0, Device::cpu, {}};
+    const Device d = c.backend == Backend::cuda ? Device::cuda : Device::cpu;
+    c.memory.external_workspace[d] = Workspace{nullptr, 0, d, {}};
   }
   return c;
 }
@@ -310,9 +313,11 @@ void set_field(Handle& h, int index, int dtype, void* data, int rank, const std:
     return;
   }
   // Built aside, then swapped in: a rejected view leaves the previous one in place.
+  // A cuda handle's fields are device memory (fieldflow.h, FF_BACKEND_CUDA).
   Field view = Field::view(data, dims, t, std::vector<std::int64_t>(shape, shape + rank),
                            std::vector<std::int64_t>(strides, strides + rank),
-                           std::vector<std::int64_t>(origin, origin + rank));
+                           std::vector<std::int64_t>(origin, origin + rank),
+                           h.program.backend() == Backend::cuda ? Device::cuda : Device::cpu);
   const bool first = !slot.has_value();
   slot = std::move(view);
   if (first) h.args_built = false;
@@ -416,9 +421,10 @@ void run(Handle& h) {
     ~ClearRunning() { id.store(std::thread::id(), std::memory_order_relaxed); }
   } clear{h.running};
   try {
-    h.program(h.args);
+    h.program(h.args, h.call_options);
   } catch (const WorkspaceError& e) {
-    if (!h.awaits_workspace || h.workspace_set[FF_DEVICE_CPU]) throw;
+    const int device = h.program.backend() == Backend::cuda ? FF_DEVICE_CUDA : FF_DEVICE_CPU;
+    if (!h.awaits_workspace || h.workspace_set[device]) throw;
     throw WorkspaceError(fmt::format("{} (no workspace was set: in FF_MEMORY_EXTERNAL mode without an allocator, call "
                                      "ff_program_set_workspace with at least the bytes ff_program_workspace_query "
                                      "reports before the first run)", e.what()));
@@ -457,6 +463,8 @@ const char* ff_status_name(ff_status s) {
     case FF_ERROR_INTERNAL: return "FF_ERROR_INTERNAL";
     case FF_ERROR_OUT_OF_MEMORY: return "FF_ERROR_OUT_OF_MEMORY";
     case FF_ERROR_UNKNOWN: return "FF_ERROR_UNKNOWN";
+    case FF_ERROR_BACKEND_UNAVAILABLE: return "FF_ERROR_BACKEND_UNAVAILABLE";
+    case FF_ERROR_CUDA: return "FF_ERROR_CUDA";
   }
   return "FF_UNKNOWN_STATUS";
 }
@@ -467,7 +475,7 @@ ff_status ff_options_init(ff_options* options) {
     const CompileOptions defaults;
     o = ff_options{};
     o.backend = FF_BACKEND_CPU;
-    o.layout = FF_LAYOUT_VERTICAL_FASTEST;
+    o.layout = FF_LAYOUT_DEFAULT;
     o.memory_mode = FF_MEMORY_DEFAULT;
     o.num_threads = defaults.num_threads;
     o.parallel_threshold = defaults.parallel_threshold;
@@ -739,6 +747,18 @@ ff_status ff_program_memory_stats(const ff_program* program, ff_memory_stats* st
 
 ff_status ff_program_run(ff_program* program) {
   return guarded([&] { run(*registry().find(program)); });
+}
+
+ff_status ff_program_set_cuda_stream(ff_program* program, void* stream) {
+  return guarded([&] {
+    const auto h = registry().find(program);
+    auto lock = lock_handle(*h, "ff_program_set_cuda_stream");
+    if (stream && h->program.backend() != Backend::cuda)
+      throw OptionError(fmt::format("ff_program_set_cuda_stream: program '{}' was created for backend {}; a stream "
+                                    "is for FF_BACKEND_CUDA handles", h->program.program().name,
+                                    to_string(h->program.backend())));
+    h->call_options.cuda_stream = stream;
+  });
 }
 
 }  // extern "C"

@@ -55,6 +55,7 @@ struct Handle {
   std::vector<TableView> table_views;
   std::vector<std::optional<Scalar>> scalars;
   Arguments args;
+  CallOptions call_options;  // the stream of a cuda handle's runs (ff_program_set_cuda_stream)
   bool args_built = false;
   std::vector<int> entry_of_param;  // index of each parameter's entry in args (-1 before built)
 };

@@ -4,6 +4,7 @@
 #include <new>
 #include <string>
 
+#include "fieldflow/device_errors.h"
 #include "fieldflow/errors.h"
 
 namespace fieldflow::capi {
@@ -53,12 +54,18 @@ ff_status status_of_current_exception() noexcept {
     return fail(FF_ERROR_STORAGE, e.what());
   } catch (const WorkspaceError& e) {
     return fail(FF_ERROR_WORKSPACE, e.what());
+  } catch (const OutOfMemoryError& e) {
+    return fail(FF_ERROR_OUT_OF_MEMORY, e.what());
   } catch (const AllocationError& e) {
     return fail(FF_ERROR_ALLOCATION, e.what());
   } catch (const ConcurrencyError& e) {
     return fail(FF_ERROR_CONCURRENCY, e.what());
   } catch (const InternalError& e) {
     return fail(FF_ERROR_INTERNAL, e.what());
+  } catch (const BackendUnavailableError& e) {
+    return fail(FF_ERROR_BACKEND_UNAVAILABLE, e.what());
+  } catch (const CudaError& e) {
+    return fail(FF_ERROR_CUDA, e.what());
   } catch (const Error& e) {
     return fail(FF_ERROR_UNKNOWN, e.what());
   } catch (const std::bad_alloc&) {

@@ -30,10 +30,11 @@ module fieldflow
       FF_ERROR_DOMAIN = 7, FF_ERROR_CONNECTIVITY = 8, FF_ERROR_LAYOUT = 9, FF_ERROR_OPTION = 10, &
       FF_ERROR_COMPILE = 11, FF_ERROR_CACHE = 12, FF_ERROR_STORAGE = 13, FF_ERROR_WORKSPACE = 14, &
       FF_ERROR_ALLOCATION = 15, FF_ERROR_CONCURRENCY = 16, FF_ERROR_INTERNAL = 17, &
-      FF_ERROR_OUT_OF_MEMORY = 18, FF_ERROR_UNKNOWN = 19
-  integer(c_int32_t), parameter, public :: FF_BACKEND_CPU = 0, FF_BACKEND_REFERENCE = 1
-  integer(c_int32_t), parameter, public :: FF_LAYOUT_VERTICAL_FASTEST = 0, FF_LAYOUT_HORIZONTAL_FASTEST = 1, &
-      FF_LAYOUT_ANY = 2
+      FF_ERROR_OUT_OF_MEMORY = 18, FF_ERROR_UNKNOWN = 19, FF_ERROR_BACKEND_UNAVAILABLE = 20, FF_ERROR_CUDA = 21
+  ! FF_BACKEND_CUDA: fields are device memory (CUDA Fortran `device` arrays, OpenACC host_data use_device).
+  integer(c_int32_t), parameter, public :: FF_BACKEND_CPU = 0, FF_BACKEND_REFERENCE = 1, FF_BACKEND_CUDA = 2
+  integer(c_int32_t), parameter, public :: FF_LAYOUT_DEFAULT = -1, FF_LAYOUT_VERTICAL_FASTEST = 0, &
+      FF_LAYOUT_HORIZONTAL_FASTEST = 1, FF_LAYOUT_ANY = 2
   integer(c_int32_t), parameter, public :: FF_MEMORY_DEFAULT = -1, FF_MEMORY_SCOPED = 0, &
       FF_MEMORY_PERSISTENT = 1, FF_MEMORY_POOL = 2, FF_MEMORY_EXTERNAL = 3
   integer(c_int), parameter, public :: FF_DEVICE_CPU = 0, FF_DEVICE_CUDA = 1
@@ -45,7 +46,7 @@ module fieldflow
   ! ff_options of fieldflow.h, member for member. Initialised to ff_options_init's defaults.
   type, bind(c), public :: ff_options
     integer(c_int32_t) :: backend = FF_BACKEND_CPU
-    integer(c_int32_t) :: layout = FF_LAYOUT_VERTICAL_FASTEST
+    integer(c_int32_t) :: layout = FF_LAYOUT_DEFAULT   ! the backend's (the library's for AOT)
     integer(c_int32_t) :: memory_mode = FF_MEMORY_DEFAULT
     integer(c_int32_t) :: num_threads = 0
     integer(c_int64_t) :: parallel_threshold = 16384
@@ -72,7 +73,7 @@ module fieldflow
   end type c_param_info
 
   public :: ff_last_error, ff_check, ff_options_init, ff_program_create, ff_program_create_aot, &
-      ff_program_destroy, ff_program_run, &
+      ff_program_destroy, ff_program_run, ff_set_cuda_stream, &
       ff_set_field, ff_set_table, ff_set_int, ff_set_real, ff_set_bool, ff_workspace_query, &
       ff_workspace_for_arguments, ff_set_workspace, ff_get_memory_stats, ff_param_count, ff_param_info, &
       ff_param_dim, ff_mesh_sizes, ff_mesh_table
@@ -146,6 +147,11 @@ module fieldflow
       type(c_ptr), value :: program
       integer(c_int) :: status
     end function c_program_run
+    function c_set_cuda_stream(program, stream) bind(c, name="ff_program_set_cuda_stream") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: program, stream
+      integer(c_int) :: status
+    end function c_set_cuda_stream
     function c_set_field(program, name, dtype, data, rank, shape, strides, origin) &
         bind(c, name="ff_program_set_field") result(status)
       import :: c_int, c_char, c_ptr, c_int64_t
@@ -347,6 +353,15 @@ contains
     integer(c_int) :: status
     status = c_program_run(program%handle)
   end function ff_program_run
+
+  ! The stream (a cudaStream_t as c_ptr, e.g. from acc_get_cuda_stream) of a FF_BACKEND_CUDA
+  ! program's following runs; c_null_ptr: the program's own stream.
+  function ff_set_cuda_stream(program, stream) result(status)
+    type(ff_program), intent(in) :: program
+    type(c_ptr), intent(in) :: stream
+    integer(c_int) :: status
+    status = c_set_cuda_stream(program%handle, stream)
+  end function ff_set_cuda_stream
 
   function address_of(p) result(a)
     type(c_ptr), intent(in) :: p

@@ -145,9 +145,10 @@ program fortran_bad_input
   call ff_check(ff_program_destroy(hdiff))
   ! ---- an ahead-of-time program (tests/aot's Layout::any library) equals the JIT bit for bit ---
   o = defaults
+  o%layout = FF_LAYOUT_VERTICAL_FASTEST
   call expect_status(ff_program_create_aot(hdiff, fieldflow_aot_aot_test_any_vadv(), o), FF_ERROR_OPTION, &
       "generated for layout any")
-  o%layout = FF_LAYOUT_ANY  ! the library's layout
+  o%layout = FF_LAYOUT_DEFAULT  ! the library's layout, any
   call ff_check(ff_program_create_aot(hdiff, fieldflow_aot_aot_test_any_vadv(), o), "create_aot")
   call ff_check(ff_set_field(hdiff, "u_stage", u_stage))
   call ff_check(ff_set_field(hdiff, "wcon", wcon))

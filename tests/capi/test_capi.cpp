@@ -15,6 +15,7 @@
 #include "fieldflow/capi_interop.h"
 #include "fieldflow_aot_aot_test_vertical_vadv.h"  // tests/aot: an ahead-of-time library
 #include "fieldflow/compile.h"
+#include "fieldflow/device_errors.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/mesh.h"
 
@@ -118,6 +119,67 @@ TEST(CApi, LayoutAnyTakesArraysOfEveryOrderInOneRun) {
   expect_bitwise_equal("out", args.fields.at("out"), ref.fields.at("out"));
 }
 
+// Without a layout (ff_options_init's FF_LAYOUT_DEFAULT) a host handle is vertical_fastest: C
+// order arrays give the reference, Fortran order ones are a layout error naming it.
+TEST(CApi, TheDefaultLayoutIsTheBackends) {
+  ff_options o;
+  FF_ASSERT_OK(ff_options_init(&o));
+  EXPECT_EQ(o.layout, FF_LAYOUT_DEFAULT);
+  const examples::Example& ex = examples::example("hdiff");
+  CallerArguments args(ex, small, Layout::vertical_fastest, Order::c, 1);
+  const examples::ExampleInstance ref = args.reference(ex, small, Layout::vertical_fastest);
+  Program p("hdiff", o);
+  FF_ASSERT_OK(args.set_all(p.p, Order::c));
+  FF_ASSERT_OK(ff_program_run(p.p));
+  expect_bitwise_equal("out", args.fields.at("out"), ref.fields.at("out"));
+  Buffer coeff = copy_to_buffer(args.instance.fields.at("coeff"), Order::fortran, 0);
+  FF_ASSERT_OK(ff_program_set_field(p.p, "coeff", FF_DTYPE_FLOAT64, coeff.data, 3, coeff.shape.data(),
+                                    coeff.strides.data(), coeff.origin.data()));
+  EXPECT_EQ(ff_program_run(p.p), FF_ERROR_LAYOUT);
+  expect_words(message(), {"vertical_fastest", "coeff"});
+  o.layout = -2;
+  ff_program* bad = nullptr;
+  EXPECT_EQ(ff_program_create("hdiff", &o, &bad), FF_ERROR_OPTION);
+  expect_words(message(), {"ff_options.layout is -2", "FF_LAYOUT_DEFAULT (-1)"});
+}
+
+// FF_BACKEND_CUDA is unavailable exactly when the C++ API says so (no toolkit built in, or no
+// device); a stream is for cuda handles only.
+TEST(CApi, CudaBackendAndStreams) {
+  ff_options o;
+  FF_ASSERT_OK(ff_options_init(&o));
+  o.backend = FF_BACKEND_CUDA;
+  bool available = true;
+  try {
+    CompileOptions c;
+    c.backend = Backend::cuda;
+    (void)compile(examples::example("laplacian").program, c);
+  } catch (const BackendUnavailableError&) {
+    available = false;
+  }
+  ff_program* cuda = nullptr;
+  const ff_status s = ff_program_create("laplacian", &o, &cuda);
+  if (available) {
+    EXPECT_EQ(s, FF_OK) << message();
+    int stand_in_stream = 0;  // never used: the handle is destroyed before a run
+    EXPECT_EQ(ff_program_set_cuda_stream(cuda, &stand_in_stream), FF_OK) << message();
+    FF_ASSERT_OK(ff_program_destroy(cuda));
+  } else {
+    EXPECT_EQ(s, FF_ERROR_BACKEND_UNAVAILABLE);
+    EXPECT_EQ(cuda, nullptr);
+    expect_words(message(), {"laplacian", "backend cuda"});
+  }
+  Program host("laplacian", options_for(Layout::vertical_fastest));
+  int stand_in_stream = 0;
+  EXPECT_EQ(ff_program_set_cuda_stream(host.p, &stand_in_stream), FF_ERROR_OPTION);
+  expect_words(message(), {"ff_program_set_cuda_stream", "laplacian", "backend cpu", "FF_BACKEND_CUDA"});
+  EXPECT_EQ(ff_program_set_cuda_stream(host.p, nullptr), FF_OK);
+  EXPECT_EQ(ff_program_set_cuda_stream(nullptr, nullptr), FF_ERROR_INVALID_HANDLE);
+  o.backend = 3;
+  EXPECT_EQ(ff_program_create("laplacian", &o, &cuda), FF_ERROR_OPTION);
+  expect_words(message(), {"ff_options.backend is 3", "FF_BACKEND_CUDA (2)"});
+}
+
 // ---- from C --------------------------------------------------------------------------------
 
 TEST(CApiFromC, HdiffOnPaddedRowMajorArrays) {
@@ -203,7 +265,9 @@ TEST(CApiFromC, DestroyWhileAnotherThreadRunsTheHandle) {
 
 TEST(CApi, EveryStatusHasItsOwnName) {
   std::set<std::string> names;
-  for (int s = FF_OK; s <= FF_ERROR_UNKNOWN; ++s) EXPECT_TRUE(names.insert(ff_status_name(s)).second) << s;
+  for (int s = FF_OK; s <= FF_ERROR_CUDA; ++s) EXPECT_TRUE(names.insert(ff_status_name(s)).second) << s;
+  EXPECT_STREQ(ff_status_name(FF_ERROR_BACKEND_UNAVAILABLE), "FF_ERROR_BACKEND_UNAVAILABLE");
+  EXPECT_STREQ(ff_status_name(FF_ERROR_CUDA), "FF_ERROR_CUDA");
   EXPECT_STREQ(ff_status_name(12345), "FF_UNKNOWN_STATUS");
 }
 

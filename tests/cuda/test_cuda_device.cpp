@@ -12,6 +12,7 @@
 #include "driver/cuda_build.h"
 #include "fieldflow/device_errors.h"
 #include "fieldflow/examples.h"
+#include "fieldflow/fieldflow.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/memory_test_support.h"
 #include "support/backend_harness.h"
@@ -393,6 +394,42 @@ TEST(CudaDevice, PerCallStreams) {
     EXPECT_GE(prog.memory_stats().stream_allocations, 4u);
   }
   for (auto& x : s) cudaStreamDestroy(x);
+}
+
+// The C API's cuda handles take device pointers (what CUDA Fortran or OpenACC hands over), run on
+// the stream set for them, and equal the reference.
+TEST(CudaDevice, CApiHandlesTakeDeviceMemory) {
+  REQUIRE_DEVICE();
+  const auto& ex = examples::example("laplacian");
+  ff_options o;
+  ASSERT_EQ(ff_options_init(&o), FF_OK);
+  o.backend = FF_BACKEND_CUDA;
+  o.memory_mode = FF_MEMORY_POOL;
+  ff_program* h = nullptr;
+  ASSERT_EQ(ff_program_create("laplacian", &o, &h), FF_OK) << ff_last_error();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  EXPECT_EQ(ff_program_set_cuda_stream(h, stream), FF_OK) << ff_last_error();
+  auto ref = ex.make_instance({37, 29, 11}, Layout::horizontal_fastest, 4);
+  auto gpu = ex.make_instance({37, 29, 11}, Layout::horizontal_fastest, 4);
+  run_reference(ex.program, ref.arguments());
+  DeviceFields device(gpu);
+  for (auto& [name, f] : device.views)
+    EXPECT_EQ(ff_program_set_field(h, name.c_str(), static_cast<int>(f.dtype()), f.data(), static_cast<int>(f.dims().size()),
+                                   f.shape().data(), f.strides().data(), f.origin().data()),
+              FF_OK)
+        << ff_last_error();
+  for (const auto& [name, v] : gpu.scalars)
+    EXPECT_EQ(is_floating(v.dtype()) ? ff_program_set_real(h, name.c_str(), v.as_double())
+                                     : ff_program_set_int(h, name.c_str(), v.as_int()),
+              FF_OK)
+        << ff_last_error();
+  EXPECT_EQ(ff_program_run(h), FF_OK) << ff_last_error();
+  EXPECT_EQ(ff_program_run(h), FF_OK) << ff_last_error();
+  device.copy_back(gpu);
+  for (auto& [name, field] : ref.fields) EXPECT_TRUE(same_bits(field, gpu.fields.at(name), name));
+  EXPECT_EQ(ff_program_destroy(h), FF_OK);
+  cudaStreamDestroy(stream);
 }
 
 // Without a layout, a cuda program is compiled for horizontal_fastest.
