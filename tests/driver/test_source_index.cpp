@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <cstdlib>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -71,11 +73,18 @@ class SourceIndexCompile : public ::testing::Test {
   void SetUp() override {
     std::random_device random;
     dir_ = fs::temp_directory_path() / fmt::format("fieldflow-test-driver-{}-{:08x}", getpid(), random());
+    // The cache also recalls sources from its fallback folder (XDG_CACHE_HOME or ~/.cache): one
+    // of this test's own, so records made by other runs on this machine are not found.
+    if (const char* x = std::getenv("XDG_CACHE_HOME")) saved_xdg_ = x;
+    setenv("XDG_CACHE_HOME", (dir_ / "fallback-home").c_str(), 1);
   }
   void TearDown() override {
+    if (saved_xdg_) setenv("XDG_CACHE_HOME", saved_xdg_->c_str(), 1);
+    else unsetenv("XDG_CACHE_HOME");
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
+  std::optional<std::string> saved_xdg_;
   CompileOptions options(Layout layout) const {
     CompileOptions o = testing_support::cpu_options(layout);
     o.cache_dir = dir_.string();
