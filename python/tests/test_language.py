@@ -193,13 +193,22 @@ def test_dynamic_vertical_offsets_index_broadcast_and_scalar_if(options, rng):
         np.testing.assert_allclose(out, want if flag else -want, rtol=1e-12)
 
 
+def test_the_default_layout_is_the_backends():
+    assert pointwise_program.compile().layout == ff.Layout.vertical_fastest
+    assert pointwise_program.compile(backend="reference", layout=None).layout == ff.Layout.vertical_fastest
+    assert pointwise_program.compile(layout="horizontal_fastest").layout == ff.Layout.horizontal_fastest
+
+
 @pytest.mark.skipif(not hasattr(ff.Backend, "cuda"), reason="this build of fieldflow has no cuda backend")
 def test_cuda_backend_against_numpy(rng):
     cupy = pytest.importorskip("cupy", reason="cupy is needed to hand device arrays to the cuda backend")
     shape = (6, 5, 4)
     a, b = rng.random(shape) * 2 - 1, rng.random(shape)
-    x, y = cupy.zeros(shape), cupy.zeros(shape)
-    pointwise_program.compile(backend="cuda")(cupy.asarray(a), cupy.asarray(b), (x, y), n=6, m=5, nk=4)
+    # Fortran order: I unit-stride, the cuda backend's default layout (horizontal_fastest).
+    x, y = cupy.zeros(shape, order="F"), cupy.zeros(shape, order="F")
+    compiled = pointwise_program.compile(backend="cuda")
+    assert compiled.layout == ff.Layout.horizontal_fastest
+    compiled(cupy.asarray(a, order="F"), cupy.asarray(b, order="F"), (x, y), n=6, m=5, nk=4)
     reference = pointwise_program.compile(backend="reference")
     want_x, want_y = np.zeros(shape), np.zeros(shape)
     reference(a, b, (want_x, want_y), n=6, m=5, nk=4)
