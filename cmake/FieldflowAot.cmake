@@ -2,12 +2,16 @@
 # itself and by the installed package's fieldflowConfig.cmake.
 #
 #   fieldflow_add_library(TARGET <name> GENERATOR <gen.cpp> PROGRAMS <program>...
-#                         [LAYOUT vertical_fastest|horizontal_fastest|any] [SHARED|STATIC])
+#                         [LAYOUT vertical_fastest|horizontal_fastest|any] [SHARED|STATIC]
+#                         [BACKEND cpu|cuda] [CUDA_ARCH sm_XY])
 #     <gen.cpp> defines the programs with FIELDFLOW_AOT_PROGRAMS (fieldflow/aot.h). At build time a
 #     generator executable (<gen.cpp> + fieldflow's generator main) writes one C++ source and one C
 #     header per program, fieldflow_aot_<name>_<program>.{cpp,h}; <name> is a library of them and
 #     of <gen.cpp> (load_aot rebuilds each program with it), linked to fieldflow::fieldflow, with
 #     the headers on its public include path. Without SHARED or STATIC, BUILD_SHARED_LIBS decides.
+#     BACKEND cuda (a fieldflow built with the CUDA toolkit): the kernels are compiled by NVRTC at
+#     build time for CUDA_ARCH (default sm_90; no device needed) and embedded in the library, and
+#     LAYOUT defaults to horizontal_fastest.
 #
 #   fieldflow_aot_target_options(<target>)
 #     Compiles <target>'s sources like the JIT compiles generated code (for sources written by
@@ -30,7 +34,7 @@ function(fieldflow_aot_target_options target)
 endfunction()
 
 function(fieldflow_add_library)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "SHARED;STATIC" "TARGET;GENERATOR;LAYOUT" "PROGRAMS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "SHARED;STATIC" "TARGET;GENERATOR;LAYOUT;BACKEND;CUDA_ARCH" "PROGRAMS")
   set(identifier "^[A-Za-z_][A-Za-z0-9_]*$")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "fieldflow_add_library: unexpected arguments '${arg_UNPARSED_ARGUMENTS}'")
@@ -49,7 +53,19 @@ function(fieldflow_add_library)
       message(FATAL_ERROR "fieldflow_add_library(${arg_TARGET}): program '${program}' is not a C identifier")
     endif()
   endforeach()
-  if(NOT arg_LAYOUT)
+  if(NOT arg_BACKEND)
+    set(arg_BACKEND cpu)
+  elseif(NOT arg_BACKEND MATCHES "^(cpu|cuda)$")
+    message(FATAL_ERROR "fieldflow_add_library(${arg_TARGET}): BACKEND '${arg_BACKEND}', expected cpu or cuda")
+  endif()
+  if(NOT arg_CUDA_ARCH)
+    set(arg_CUDA_ARCH sm_90)
+  elseif(NOT arg_CUDA_ARCH MATCHES "^sm_[0-9]+a?$")
+    message(FATAL_ERROR "fieldflow_add_library(${arg_TARGET}): CUDA_ARCH '${arg_CUDA_ARCH}', expected sm_<major><minor> such as sm_90")
+  endif()
+  if(NOT arg_LAYOUT AND arg_BACKEND STREQUAL "cuda")
+    set(arg_LAYOUT horizontal_fastest)
+  elseif(NOT arg_LAYOUT)
     set(arg_LAYOUT vertical_fastest)
   elseif(NOT arg_LAYOUT MATCHES "^(vertical_fastest|horizontal_fastest|any)$")
     message(FATAL_ERROR "fieldflow_add_library(${arg_TARGET}): LAYOUT '${arg_LAYOUT}', expected vertical_fastest, horizontal_fastest or any")
@@ -88,9 +104,10 @@ int main(int argc, char** argv) {
     list(APPEND headers "${dir}/fieldflow_aot_${arg_TARGET}_${program}.h")
   endforeach()
   add_custom_command(OUTPUT ${sources} ${headers}
-    COMMAND ${generator} --out "${dir}" --library ${arg_TARGET} --layout ${arg_LAYOUT} ${arg_PROGRAMS}
+    COMMAND ${generator} --out "${dir}" --library ${arg_TARGET} --layout ${arg_LAYOUT} --backend ${arg_BACKEND}
+            --cuda-arch ${arg_CUDA_ARCH} ${arg_PROGRAMS}
     DEPENDS ${generator}
-    COMMENT "fieldflow: generating ${arg_TARGET} (${arg_PROGRAMS}, ${arg_LAYOUT})"
+    COMMENT "fieldflow: generating ${arg_TARGET} (${arg_PROGRAMS}, ${arg_LAYOUT}, ${arg_BACKEND})"
     VERBATIM)
 
   add_library(${arg_TARGET} ${kind} "${generator_source}" ${sources} ${headers})

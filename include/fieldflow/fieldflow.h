@@ -134,7 +134,8 @@ typedef struct ff_program ff_program; /* opaque; never dereferenced by the calle
 ff_status ff_program_create(const char* example_name, const ff_options* options, ff_program** program);
 /* A handle over one program of an ahead-of-time library (include/fieldflow/aot.h): `aot` is what
  * the program's generated header returns (fieldflow_aot_<library>_<program>()). No compiler, cache
- * directory or dlopen is involved. options->layout must be DEFAULT or the library's, the backend CPU
+ * directory or dlopen is involved. options->layout must be DEFAULT or the library's, the backend the
+ * library's: CPU, or CUDA for a library generated with BACKEND cuda, whose kernels are embedded
  * (FF_ERROR_OPTION naming both otherwise); memory options, threads and threshold are free. Same
  * C ABI and bitwise the same results as the JIT-compiled program. */
 struct ff_aot_program;

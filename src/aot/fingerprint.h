@@ -4,6 +4,7 @@
 #include <string>
 
 #include "driver/cpu_build.h"
+#include "driver/cuda_build.h"
 
 namespace fieldflow::aot {
 
@@ -11,5 +12,7 @@ namespace fieldflow::aot {
 // generated source, the schedule (transient and kernel order, which the runtime's ff_call follows)
 // the pass pipeline's description and FF_ABI_VERSION.
 std::string fingerprint(const driver::CpuBuild& build);
+// A cuda program's: the same over its CUDA source, and the architecture its image was built for.
+std::string fingerprint(const driver::CudaBuild& build, const std::string& cuda_arch);
 
 }  // namespace fieldflow::aot

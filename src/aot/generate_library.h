@@ -15,6 +15,11 @@ struct LibraryOptions {
   std::filesystem::path out_dir;  // created if missing
   std::string library;            // a C identifier: part of every exported name
   Layout layout = Layout::vertical_fastest;
+  // cuda: the programs' kernels are compiled by NVRTC at generation time (no device needed) for
+  // `cuda_arch`, and their image is embedded in the generated source.
+  Backend backend = Backend::cpu;
+  std::string cuda_arch = "sm_90";
+  std::string cache_dir;  // cuda: NVRTC's module cache (empty: FIELDFLOW_CACHE_DIR, else the default)
   // Folded into every selected program that has a scalar parameter of this name (`fieldflow aot
   // --static`), on top of the registry entry's own; naming a scalar no selected program has is an
   // ArgumentError.

@@ -23,8 +23,11 @@ int generator_main(int argc, char** argv, void (*register_programs)(AotPrograms&
       if (arg == "--out") options.out_dir = value();
       else if (arg == "--library") options.library = value();
       else if (arg == "--layout") options.layout = parse_layout(value());
+      else if (arg == "--backend") options.backend = parse_backend(value());
+      else if (arg == "--cuda-arch") options.cuda_arch = value();
       else if (arg.rfind("--", 0) == 0)
-        throw ArgumentError(fmt::format("unknown option '{}'; expected --out DIR --library NAME [--layout L] PROGRAM...", arg));
+        throw ArgumentError(fmt::format("unknown option '{}'; expected --out DIR --library NAME [--layout L] [--backend "
+                                        "cpu|cuda] [--cuda-arch sm_XY] PROGRAM...", arg));
       else options.programs.push_back(arg);
     }
     if (options.out_dir.empty() || options.library.empty())

@@ -45,6 +45,10 @@ void add_aot(CLI::App& app) {
   cmd->add_option("--out", *out, "Directory for the generated .cpp and .h files")->required();
   cmd->add_option("--library", *library, "Library name (a C identifier, part of every exported name)")->required();
   cmd->add_option("--layout", *layout, "vertical_fastest, horizontal_fastest or any");
+  auto backend = std::make_shared<std::string>("cpu");
+  auto arch = std::make_shared<std::string>("sm_90");
+  cmd->add_option("--backend", *backend, "cpu, or cuda: the kernels compiled by NVRTC now and embedded (no device needed)");
+  cmd->add_option("--cuda-arch", *arch, "The architecture of a cuda library's kernels (default sm_90: H100/H200)");
   cmd->add_option("--static", *statics, "NAME=VALUE: a static scalar, folded into every program that has it");
   cmd->add_option("programs", *programs, "Built-in program names")->required();
   cmd->callback([=] {
@@ -52,6 +56,8 @@ void add_aot(CLI::App& app) {
     options.out_dir = *out;
     options.library = *library;
     options.layout = parse_layout(*layout);
+    options.backend = parse_backend(*backend);
+    options.cuda_arch = *arch;
     for (const auto& s : *statics) {
       auto [name, value] = parse_static(s);
       options.static_scalars[name] = value;

@@ -110,6 +110,25 @@ bool cuda_built() {
 #endif
 }
 
+namespace {
+
+[[noreturn]] void throw_not_built(const std::string& program) {
+  throw BackendUnavailableError(fmt::format(
+      "program '{}': backend cuda is not built into this fieldflow (configured without the CUDA toolkit, "
+      "FIELDFLOW_WITH_CUDA=OFF)", program));
+}
+
+#ifdef FIELDFLOW_WITH_CUDA
+void require_device(const std::string& program) {
+  std::string why;
+  if (runtime::cuda::device_count(&why) == 0)
+    throw BackendUnavailableError(fmt::format("program '{}': backend cuda needs a CUDA device, and this machine has "
+                                              "none usable ({})", program, why));
+}
+#endif
+
+}  // namespace
+
 CudaBinary compile_cuda_binary(const std::string& name, const std::string& source, const std::string& arch,
                                const std::string& cache_dir) {
 #ifdef FIELDFLOW_WITH_CUDA
@@ -127,41 +146,47 @@ CudaBinary compile_cuda_binary(const std::string& name, const std::string& sourc
   (void)source;
   (void)arch;
   (void)cache_dir;
-  throw BackendUnavailableError(fmt::format(
-      "program '{}': backend cuda is not built into this fieldflow (configured without the CUDA toolkit, "
-      "FIELDFLOW_WITH_CUDA=OFF)", name));
+  throw_not_built(name);
 #endif
 }
 
 CompiledProgram compile_cuda(const ir::Program& program, const CompileOptions& options) {
   check_options(program, options);  // option errors first, on any machine
 #ifdef FIELDFLOW_WITH_CUDA
-  std::string why;
-  if (runtime::cuda::device_count(&why) == 0)
-    throw BackendUnavailableError(fmt::format("program '{}': backend cuda needs a CUDA device, and this machine has "
-                                              "none usable ({})", program.name, why));
-  runtime::cuda::register_memory_backend(options.cuda_pool_release_threshold);
+  require_device(program.name);  // before spending NVRTC's time
   CudaBuild built = build_cuda_source(program, options);
   const CudaBinary binary = compile_cuda_binary(program.name, built.source.source, options.cuda_arch, options.cache_dir);
+  std::string cubin = toolchain::ModuleCache::read_artifact({"", binary.path, binary.cache_hit, 0, ""});
+  return cuda_program(program, options, std::move(built), std::move(cubin), binary.compile_seconds, binary.cache_hit);
+#else
+  throw_not_built(program.name);
+#endif
+}
+
+CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& options, CudaBuild built,
+                             std::string cubin, double compile_seconds, bool cache_hit) {
+#ifdef FIELDFLOW_WITH_CUDA
+  require_device(program.name);
+  runtime::cuda::register_memory_backend(options.cuda_pool_release_threshold);
   CompiledProgram::Impl::Image image;
   image.program = program;
   image.options = options;
+  image.options.layout = cuda_layout(options);
   runtime::cuda::CudaRunnerOptions ro;
   ro.program = program.name;
-  ro.cubin = toolchain::ModuleCache::read_artifact({"", binary.path, binary.cache_hit, 0, ""});
+  ro.cubin = std::move(cubin);
   ro.launches = built.source.launches;
   ro.buffers = program.params.size() + built.schedule.transients.size();
   ro.stream = options.cuda_stream;
   image.device = runtime::cuda::make_cuda_runner(std::move(ro));
   image.schedule = std::move(built.schedule);
   image.source = std::move(built.source.source);
-  image.compile_seconds = binary.compile_seconds;
-  image.cache_hit = binary.cache_hit;
+  image.compile_seconds = compile_seconds;
+  image.cache_hit = cache_hit;
   return CompiledProgram(std::make_unique<CompiledProgram::Impl>(std::move(image)));
 #else
-  throw BackendUnavailableError(fmt::format(
-      "program '{}': backend cuda is not built into this fieldflow (configured without the CUDA toolkit, "
-      "FIELDFLOW_WITH_CUDA=OFF)", program.name));
+  (void)options, (void)built, (void)cubin, (void)compile_seconds, (void)cache_hit;
+  throw_not_built(program.name);
 #endif
 }
 

@@ -37,6 +37,12 @@ CudaBinary compile_cuda_binary(const std::string& name, const std::string& sourc
 // the machine no device.
 CompiledProgram compile_cuda(const ir::Program& program, const CompileOptions& options);
 
+// A program whose kernels are the CUDA image `cubin` of `built` (JIT: from the cache; AOT: embedded
+// in the host's library): loads it on the device and runs it on the program's stream. Throws
+// BackendUnavailableError as compile_cuda does, CudaError when the image does not load.
+CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& options, CudaBuild built,
+                             std::string cubin, double compile_seconds, bool cache_hit);
+
 // The generated kernels run on the host: the CUDA source is compiled by the system C++ compiler
 // after a prelude that defines the CUDA keywords away and provides blockIdx / threadIdx /
 // blockDim / gridDim, and a generated ff_run launches every kernel by looping over its grid and

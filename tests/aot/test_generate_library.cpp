@@ -104,6 +104,15 @@ TEST(GenerateLibrary, RefusesBadSelectionsBeforeWritingAnything) {
   o.static_scalars = {{"nope", Scalar(1.0)}};
   EXPECT_THROW(aot::generate_library(programs, o), ArgumentError);  // a static scalar no program has
   o.static_scalars.clear();
+  o.backend = Backend::reference;
+  try {
+    aot::generate_library(programs, o);
+    ADD_FAILURE() << "a reference library was generated";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("backend reference holds no compiled code; expected cpu or cuda"),
+              std::string::npos) << e.what();
+  }
+  o.backend = Backend::cpu;
   o.library = "lib-2";
   EXPECT_THROW(aot::generate_library(programs, o), ArgumentError);
   EXPECT_FALSE(fs::exists(o.out_dir));

@@ -11,8 +11,11 @@
 
 #include "driver/cuda_build.h"
 #include "fieldflow/device_errors.h"
+#include "fieldflow/aot.h"
 #include "fieldflow/examples.h"
 #include "fieldflow/fieldflow.h"
+#include "fieldflow_aot_aot_test_cuda_fvm_nabla.h"
+#include "fieldflow_aot_aot_test_cuda_hdiff.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/memory_test_support.h"
 #include "support/backend_harness.h"
@@ -430,6 +433,32 @@ TEST(CudaDevice, CApiHandlesTakeDeviceMemory) {
   for (auto& [name, field] : ref.fields) EXPECT_TRUE(same_bits(field, gpu.fields.at(name), name));
   EXPECT_EQ(ff_program_destroy(h), FF_OK);
   cudaStreamDestroy(stream);
+}
+
+// Programs of an ahead-of-time cuda library (tests/aot): the embedded kernels equal the reference,
+// from C++ and through the C API.
+TEST(CudaDevice, AheadOfTimeProgramsEqualTheReference) {
+  REQUIRE_DEVICE();
+  for (const ff_aot_program* d : {fieldflow_aot_aot_test_cuda_hdiff(), fieldflow_aot_aot_test_cuda_fvm_nabla()}) {
+    const std::string name = aot_program_info(d).name;
+    SCOPED_TRACE(name);
+    const auto& ex = examples::example(name);
+    CompiledProgram prog = load_aot(d, cuda_options(TransientMemoryMode::pool));
+    const examples::ExampleSize size{29, 23, 9};
+    auto ref = ex.make_instance(size, Layout::horizontal_fastest, 6);
+    auto gpu = ex.make_instance(size, Layout::horizontal_fastest, 6);
+    run_reference(ex.program, ref.arguments());
+    DeviceFields device(gpu);
+    prog(device.args);
+    device.copy_back(gpu);
+    for (auto& [field_name, field] : ref.fields) EXPECT_TRUE(same_bits(field, gpu.fields.at(field_name), field_name));
+  }
+  ff_options o;
+  ASSERT_EQ(ff_options_init(&o), FF_OK);
+  o.backend = FF_BACKEND_CUDA;
+  ff_program* h = nullptr;
+  EXPECT_EQ(ff_program_create_aot(fieldflow_aot_aot_test_cuda_hdiff(), &o, &h), FF_OK) << ff_last_error();
+  EXPECT_EQ(ff_program_destroy(h), FF_OK);
 }
 
 // Without a layout, a cuda program is compiled for horizontal_fastest.
