@@ -6,7 +6,11 @@
 #                        transient-memory modes, the allocation API of each mode counted through
 #                        the allocation route, generated source inspected, allocator once per
 #                        instance (device cuda, alignment >= 256), a throwing allocator, too small /
-#                        misaligned / wrong-device workspaces, the instance's stream, in-kernel failures
+#                        misaligned / wrong-device workspaces, the instance's stream, in-kernel failures;
+#                        fields in device memory used in place (no copies), memory elsewhere than a
+#                        field says refused, device outputs restored after a failure, per-call
+#                        streams, the C API's cuda handles, ahead-of-time cuda programs
+#   test_aot_cuda        an ahead-of-time library's embedded image loads on the device
 #   test_reference_cuda  the whole language suite on the device, bitwise against the reference
 #                        (the host emulation is left out here: test.sh runs it)
 #   test_cuda_codegen    NVRTC for the device's own architecture, the launch grid
@@ -14,7 +18,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 build=${1:-build/gpu-check}
-targets=(test_cuda_device test_reference_cuda test_cuda_codegen)
+targets=(test_cuda_device test_aot_cuda test_reference_cuda test_cuda_codegen)
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L fails); the device tests would only skip"
