@@ -12,6 +12,7 @@
 #include "codegen/cuda/generate_cuda.h"
 #include "driver/cuda_build.h"
 #include "fieldflow/device_errors.h"
+#include "fieldflow/dsl.h"
 #include "fieldflow/examples.h"
 #include "support/backend_harness.h"
 #include "support/example_cases.h"
@@ -72,6 +73,36 @@ TEST(CudaDefaults, TheLayoutIsHorizontalFastestUnlessGiven) {
   EXPECT_THROW(prog(vertical.arguments()), LayoutError);
   EXPECT_EQ(driver::build_cuda_source(ex.program, options_for(Layout::vertical_fastest)).schedule.layout,
             Layout::vertical_fastest);
+}
+
+// A launch raises errors exactly when its kernel checks reads while running (a dynamic offset):
+// the runtime reads the error flag back only for such programs.
+TEST(CudaDefaults, LaunchesSayWhetherTheyRaiseErrors) {
+  for (const auto& ex : examples::all_examples()) {
+    const driver::CudaBuild b = driver::build_cuda_source(ex.program, CompileOptions{});
+    for (const codegen::CudaLaunch& l : b.source.launches) {
+      EXPECT_EQ(l.raises_errors, b.schedule.kernels[static_cast<std::size_t>(l.kernel)].has_dynamic_shift)
+          << ex.name << " " << l.symbol;
+      const std::size_t at = b.source.source.find("void __launch_bounds__(" + std::to_string(l.block_x) + ") " + l.symbol);
+      ASSERT_NE(at, std::string::npos) << l.symbol;
+      const std::size_t end = b.source.source.find("\n}\n", at);
+      EXPECT_EQ(b.source.source.substr(at, end - at).find("atomicOr") != std::string::npos, l.raises_errors) << l.symbol;
+    }
+  }
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  ProgramBuilder pb("gather_i");
+  Expr a = pb.field("a", {I, K}, DType::float64), off = pb.field("off", {I, K}, DType::int32);
+  Expr o = pb.field("o", {I, K}, DType::float64), o2 = pb.field("o2", {I, K}, DType::float64);
+  pb.call("gather", a(I + off) - a, {o}, {{I, 0, 4}, {K, 0, 3}});
+  pb.call("plain", a * 2.0, {o2}, {{I, 0, 4}, {K, 0, 3}});
+  const driver::CudaBuild b = driver::build_cuda_source(pb.build(), CompileOptions{});
+  int raising = 0, quiet = 0;
+  for (const codegen::CudaLaunch& l : b.source.launches) {
+    EXPECT_EQ(l.raises_errors, b.schedule.kernels[static_cast<std::size_t>(l.kernel)].has_dynamic_shift) << l.symbol;
+    (l.raises_errors ? raising : quiet) += 1;
+  }
+  EXPECT_EQ(raising, 1) << "the gather checks its dynamic offset while running";
+  EXPECT_GE(quiet, 1);
 }
 
 // What the generated source promises: one __global__ function per kernel and a launch for each,

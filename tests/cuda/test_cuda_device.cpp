@@ -12,6 +12,7 @@
 #include "driver/cuda_build.h"
 #include "fieldflow/device_errors.h"
 #include "fieldflow/aot.h"
+#include "fieldflow/dsl.h"
 #include "fieldflow/examples.h"
 #include "fieldflow/fieldflow.h"
 #include "fieldflow_aot_aot_test_cuda_fvm_nabla.h"
@@ -240,32 +241,49 @@ TEST(CudaDeviceMemory, PoolAllocationsUseTheInstancesStream) {
   cudaStreamDestroy(s);
 }
 
+// A program whose kernel reads at a dynamic offset (checked while running) along I.
+ir::Program gather_program() {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  ProgramBuilder pb("gather_i");
+  Expr a = pb.field("a", {I, K}, DType::float64), off = pb.field("off", {I, K}, DType::int32);
+  Expr o = pb.field("o", {I, K}, DType::float64);
+  Expr ni = pb.scalar("ni", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("gather", a(I + off) - a, {o}, {{I, 0, ni}, {K, 0, nk}});
+  return pb.build();
+}
+
+// Its host fields: three blocks of 128 along I, the last one partial; offsets 3 where in range.
+struct GatherFields {
+  static constexpr std::int64_t n = 300, levels = 7;
+  Field a, off, o;
+  GatherFields()
+      : a({horizontal_dim("I"), vertical_dim("K")}, DType::float64, {n, levels}, {}, Layout::horizontal_fastest),
+        off({horizontal_dim("I"), vertical_dim("K")}, DType::int32, {n, levels}, {}, Layout::horizontal_fastest),
+        o({horizontal_dim("I"), vertical_dim("K")}, DType::float64, {n, levels}, {}, Layout::horizontal_fastest) {
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t k = 0; k < levels; ++k) {
+        a.at<double>({i, k}) = 0.5 * static_cast<double>(i * i) + static_cast<double>(k);
+        off.at<std::int32_t>({i, k}) = i + 3 < n ? 3 : 0;
+      }
+    o.fill(7.0);
+  }
+  Arguments arguments(Field& fa, Field& foff, Field& fo) const {
+    Arguments args;
+    args.field("a", fa).field("off", foff).field("o", fo).scalar("ni", static_cast<std::int32_t>(n));
+    return args.scalar("nk", static_cast<std::int32_t>(levels));
+  }
+};
+
 // An in-kernel failure (a dynamic offset leaving a field) is read back and raised like on the CPU,
-// with every argument unchanged.
+// with every host argument unchanged.
 TEST(CudaDevice, InKernelFailureIsRaisedAndChangesNothing) {
   REQUIRE_DEVICE();
-  const auto& ex = examples::example("vertical_interp");
-  CompiledProgram prog = compile(ex.program, cuda_options(TransientMemoryMode::pool));
-  auto inst = ex.make_instance({16, 16, 8}, Layout::horizontal_fastest, 3);
-  // Offsets far outside the column make every read leave the field.
-  for (auto& [name, field] : inst.fields)
-    if (field.dtype() == DType::int32) field.fill(1000);
-  std::map<std::string, Field> before;
-  for (auto& [name, field] : inst.fields) before.emplace(name, field.clone());
-  CompileOptions cpu;
-  cpu.layout = Layout::horizontal_fastest;
-  bool cpu_throws = false;
-  try {
-    auto copy = ex.make_instance({16, 16, 8}, Layout::horizontal_fastest, 3);
-    for (auto& [name, field] : copy.fields)
-      if (field.dtype() == DType::int32) field.fill(1000);
-    compile(ex.program, cpu)(copy.arguments());
-  } catch (const DomainError&) {
-    cpu_throws = true;
-  }
-  if (!cpu_throws) GTEST_SKIP() << "vertical_interp has no dynamic offset to push out of range";
-  EXPECT_THROW(prog(inst.arguments()), DomainError);
-  for (auto& [name, field] : inst.fields) EXPECT_TRUE(same_bits(before.at(name), field, name));
+  GatherFields g;
+  g.off.at<std::int32_t>({g.n - 1, g.levels - 1}) = 1000;  // one point reads outside a
+  CompiledProgram prog = compile(gather_program(), cuda_options(TransientMemoryMode::pool));
+  EXPECT_THROW(prog(g.arguments(g.a, g.off, g.o)), DomainError);
+  for (std::int64_t i = 0; i < g.n; ++i)
+    for (std::int64_t k = 0; k < g.levels; ++k) ASSERT_EQ(g.o.at<double>({i, k}), 7.0) << i << "," << k;
 }
 
 // Device copies of an instance's fields as views over device memory (what a model that keeps its
@@ -360,20 +378,44 @@ TEST(CudaDeviceFields, MemoryElsewhereThanTheFieldSaysIsRefused) {
   }
 }
 
-// An in-kernel failure with outputs in device memory: raised, and the outputs are restored.
+// A device copy of a host field, as a view over device memory.
+struct DeviceCopy {
+  DeviceBuffer buffer;
+  Field view;
+  explicit DeviceCopy(const Field& f)
+      : buffer(std::max<std::size_t>(f.span_bytes(), 256)),
+        view(Field::view(buffer.p, f.dims(), f.dtype(), f.shape(), f.strides(), f.origin(), Device::cuda)) {
+    EXPECT_EQ(cudaMemcpy(buffer.p, f.data(), f.span_bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  void copy_back(Field& f) const {
+    EXPECT_EQ(cudaMemcpy(f.data(), buffer.p, f.span_bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+};
+
+// An in-kernel failure with the output in device memory: raised as a DomainError, and the output
+// restored; with offsets in range again, the cpu backend's values.
 TEST(CudaDeviceFields, InKernelFailureRestoresDeviceOutputs) {
   REQUIRE_DEVICE();
-  const auto& ex = examples::example("vertical_interp");
-  CompiledProgram prog = compile(ex.program, cuda_options(TransientMemoryMode::pool));
-  auto inst = ex.make_instance({16, 16, 8}, Layout::horizontal_fastest, 3);
-  for (auto& [name, field] : inst.fields)
-    if (field.dtype() == DType::int32) field.fill(1000);
-  std::map<std::string, Field> before;
-  for (auto& [name, field] : inst.fields) before.emplace(name, field.clone());
-  DeviceFields device(inst);
-  EXPECT_THROW(prog(device.args), DomainError);
-  device.copy_back(inst);
-  for (auto& [name, field] : inst.fields) EXPECT_TRUE(same_bits(before.at(name), field, name));
+  GatherFields g;
+  g.off.at<std::int32_t>({g.n - 1, g.levels - 1}) = 1000;  // one point reads outside a
+  DeviceCopy da(g.a), doff(g.off), dout(g.o);
+  CompiledProgram prog = compile(gather_program(), cuda_options(TransientMemoryMode::pool));
+  EXPECT_THROW(prog(g.arguments(da.view, doff.view, dout.view)), DomainError);
+  Field after = g.o.clone();
+  after.fill(0.0);
+  dout.copy_back(after);
+  for (std::int64_t i = 0; i < g.n; ++i)
+    for (std::int64_t k = 0; k < g.levels; ++k) ASSERT_EQ(after.at<double>({i, k}), 7.0) << i << "," << k;
+  // The descriptor is uploaded again after the failed call (its error flag cleared).
+  g.off.at<std::int32_t>({g.n - 1, g.levels - 1}) = 0;
+  DeviceCopy doff_ok(g.off);
+  prog(g.arguments(da.view, doff_ok.view, dout.view));
+  prog(g.arguments(da.view, doff_ok.view, dout.view));
+  CompileOptions cpu;
+  cpu.layout = Layout::horizontal_fastest;
+  compile(gather_program(), cpu)(g.arguments(g.a, g.off, g.o));
+  dout.copy_back(after);
+  EXPECT_TRUE(same_bits(g.o, after, "o"));
 }
 
 // A stream given per call carries that call's work; calls on two streams give the reference.

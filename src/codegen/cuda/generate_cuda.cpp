@@ -92,6 +92,7 @@ class CudaKernelEmitter : public PointEmitter {
     // A braced body: a `continue` of the per-point code (a skipped neighbour) stays inside it.
     code += inner + "    }\n  }\n";
     code += uses_error_ ? "  if (err) atomicOr(reinterpret_cast<unsigned int*>(call->error), static_cast<unsigned int>(err));\n" : "";
+    launch.raises_errors = uses_error_;
     return {code + "}\n\n", launch};
   }
 

@@ -20,6 +20,7 @@ struct CudaLaunch {
   int x_axis = -1;             // position in ir::kernel_loop_dims of the dimension along x; -1: one thread
   std::vector<int> y_axes;     // positions of the dimensions flattened along y, slowest first
   int loop_dims = 0;           // the kernel's loop dimensions (a scan's own one is not in the grid)
+  bool raises_errors = false;  // checks reads while running: may set ff_call::error
 };
 
 struct CudaCodegenOptions {

@@ -41,6 +41,7 @@ class CudaRunner final : public DeviceRunner {
     check(cudaLibraryLoadData(&library_, o_.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
           "cudaLibraryLoadData", p);
     for (const auto& l : o_.launches) {
+      can_fail_ = can_fail_ || l.raises_errors;
       cudaKernel_t k = nullptr;
       check(cudaLibraryGetKernel(&k, library_, l.symbol.c_str()), "cudaLibraryGetKernel", p);
       kernels_.push_back(k);
@@ -112,6 +113,7 @@ class CudaRunner final : public DeviceRunner {
     const std::size_t at_domains = at_scalars + align_up(n_scalars * sizeof(ff_scalar));
     const std::size_t at_error = at_domains + align_up(n_domains * sizeof(std::int64_t));
     const std::size_t total = at_error + sizeof(std::int32_t);
+    if (descriptor_.bytes < total) uploaded_.clear();  // a new block holds nothing yet
     descriptor_.ensure(total, p + " (call descriptor)");
     auto* dev = static_cast<std::byte*>(descriptor_.pointer);
     staged_.assign(total, std::byte{0});
@@ -126,7 +128,12 @@ class CudaRunner final : public DeviceRunner {
     std::memcpy(staged_.data() + at_tables, staged_tables.data(), staged_tables.size() * sizeof(ff_table));
     std::memcpy(staged_.data() + at_scalars, c.scalars, n_scalars * sizeof(ff_scalar));
     std::memcpy(staged_.data() + at_domains, c.domains, n_domains * sizeof(std::int64_t));
-    copy(dev, staged_.data(), total, stream);
+    // A time loop's calls mostly repeat the last descriptor (same fields, sizes and scalars): it
+    // is uploaded only when it changed, or when the last call left its error flag set.
+    if (staged_ != uploaded_ || last_error_) {
+      copy(dev, staged_.data(), total, stream);
+      uploaded_ = staged_;
+    }
 
     const ff_call* device_call = reinterpret_cast<const ff_call*>(dev);
     for (std::size_t i = 0; i < o_.launches.size(); ++i) {
@@ -138,18 +145,27 @@ class CudaRunner final : public DeviceRunner {
                              static_cast<unsigned>(g.y)), dim3(static_cast<unsigned>(l.block_x)), args, 0, stream),
             "cudaLaunchKernel", fmt::format("{}' kernel '{}", p, l.symbol));
     }
+    // The error flag is read only when a kernel can raise one; without it, and without host
+    // outputs to copy back, the call synchronises once, like hand-written code.
     std::int32_t error = 0;
-    check(cudaMemcpyAsync(&error, dev + at_error, sizeof error, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync", p);
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", p);
+    if (can_fail_) {
+      check(cudaMemcpyAsync(&error, dev + at_error, sizeof error, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync", p);
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", p);
+    }
+    last_error_ = error;
+    bool copied = false;
     for (std::size_t i = 0; i < fields.size(); ++i) {
       const ArgumentSpan& f = fields[i];
       if (!f.output || !f.data || f.bytes == 0) continue;
-      if (error && f.on_device && f.save_before)
+      if (error && f.on_device && f.save_before) {
         copy(const_cast<void*>(f.data), saved_outputs_[i].pointer, f.bytes, stream);  // the call is undone
-      else if (!error && !f.on_device)
+        copied = true;
+      } else if (!error && !f.on_device) {
         copy(const_cast<void*>(f.data), field_copies_[i].pointer, f.bytes, stream);
+        copied = true;
+      }
     }
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", p);
+    if (copied || !can_fail_) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", p);
     return error;
   }
 
@@ -199,6 +215,9 @@ class CudaRunner final : public DeviceRunner {
   std::vector<ff_buffer> staged_buffers_;
   std::vector<ff_table> staged_tables_;
   std::vector<std::byte> staged_;
+  std::vector<std::byte> uploaded_;  // what the descriptor block holds now
+  std::int32_t last_error_ = 0;      // the flags the last call's kernels raised
+  bool can_fail_ = false;            // a kernel checks reads while running
 };
 
 }  // namespace
