@@ -23,13 +23,14 @@ FIELDFLOW_CACHE_DIR="$PWD/build/tsan/test-cache" build/tsan/tests/runtime/test_r
 # the most memory handling: compiled programs against the reference with exactly sized, guarded
 # workspaces, column groups, the language features through the CPU generator (its loop versions:
 # full-row, unit-factor and unswitched copies), views over host memory (padding checked after each
-# call), the C API, the cache and toolchain under attack and fault injection, and the lowering passes (their IR
-# rewriting: the whole suite under ASan found a use after free in fuse_kernels). The whole suite under ASan
+# call), the C API, the cache and toolchain under attack and fault injection, the lowering passes (their IR
+# rewriting: the whole suite under ASan found a use after free in fuse_kernels), and the CUDA runner
+# against an emulated CUDA runtime (its staging of descriptors and copies). The whole suite under ASan
 # (`ctest --preset asan`) builds for about an hour on 2 cores, past CI's budget: run it by hand.
 stage "AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer"
 cmake --preset asan >/dev/null
 asan_tests=(runtime/test_runtime_compiled codegen/test_column_groups codegen/test_codegen runtime/test_views capi/test_capi
-            toolchain/test_toolchain runtime/test_runtime_faults passes/test_passes)
+            toolchain/test_toolchain runtime/test_runtime_faults passes/test_passes cuda/test_cuda_runner_emulated)
 cmake --build --preset asan --target "${asan_tests[@]##*/}"
 export ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
 for t in "${asan_tests[@]}"; do

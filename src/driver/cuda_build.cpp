@@ -72,9 +72,26 @@ void ff_emulate(void (*kernel)(const ff_call*), const ff_call* call, int k, int 
 }}  // namespace
 
 extern "C" std::int32_t ff_abi_version(void) {{ return FF_ABI_VERSION; }}
+)", max_grid_y);
+  // One launch with a grid given by the caller (the emulated CUDA runtime of the runner's tests).
+  std::string table;
+  for (const auto& l : cuda.launches) table += l.symbol + ", ";
+  s += fmt::format(R"(extern "C" void ff_emulate_launch(int launch, unsigned grid_x, unsigned grid_y, unsigned block_x,
+                                  const ff_call* call) {{
+  static void (*const kernels[])(const ff_call*) = {{{}nullptr}};
+  gridDim = {{grid_x, grid_y, 1}};
+  blockDim = {{block_x, 1, 1}};
+  for (unsigned by = 0; by < grid_y; ++by)
+    for (unsigned bx = 0; bx < grid_x; ++bx)
+      for (unsigned tx = 0; tx < block_x; ++tx) {{
+        blockIdx = {{bx, by, 0}};
+        threadIdx = {{tx, 0, 0}};
+        kernels[launch](call);
+      }}
+}}
 
 extern "C" std::int32_t ff_run(const ff_call* call) {{
-)", max_grid_y);
+)", table);
   for (const auto& l : cuda.launches) {
     std::string ys;
     for (int a : l.y_axes) ys += fmt::format("{}, ", a);
@@ -86,6 +103,10 @@ extern "C" std::int32_t ff_run(const ff_call* call) {{
 }
 
 }  // namespace
+
+std::string cuda_emulation_source(const codegen::CudaSource& cuda, int max_grid_y) {
+  return std::string(emulation_prelude) + codegen::cuda_preamble() + cuda.body + emulation_launcher(cuda, max_grid_y);
+}
 
 // Without a layout, CUDA code is built for the GPU's default whatever options.backend says (the
 // emulation builds CUDA code to run on the host).
@@ -202,8 +223,7 @@ CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileO
   image.schedule = std::move(built.schedule);
   // The GPU's transients live on the host here: same sizes, offsets and live ranges.
   for (auto& t : image.schedule.transients) t.storage = Storage::host_heap;
-  image.source = std::string(emulation_prelude) + codegen::cuda_preamble() + built.source.body +
-                 emulation_launcher(built.source, max_grid_y);
+  image.source = cuda_emulation_source(built.source, max_grid_y);
   toolchain::ModuleCache cache = cache_at(options.cache_dir);
   auto loaded = cache.get_or_load(program.name, image.source, toolchain::default_compiler_config(false),
                                   fmt::format("{}abi{}cuda-emulation static:{}", passes::pipeline_description(),

@@ -53,4 +53,10 @@ CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& o
 // caps the blocks along y (the GPU's cap is 65535) so that small tests stride too.
 CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_y = 3);
 
+// The host source of that emulation: the kernels, ff_run (every launch, its grid from
+// codegen::cuda_grid capped at max_grid_y blocks along y) and ff_emulate_launch(launch, grid_x,
+// grid_y, block_x, call), one launch with a grid the caller gives (what an emulated
+// cudaLaunchKernel calls).
+std::string cuda_emulation_source(const codegen::CudaSource& cuda, int max_grid_y);
+
 }  // namespace fieldflow::driver

@@ -34,35 +34,60 @@ struct DeviceBlock {
 
 std::size_t align_up(std::size_t n) { return (n + 255) / 256 * 256; }
 
+}  // namespace
+
+const CudaApi& cuda_runtime_api() {
+  static const CudaApi api{
+      [](cudaLibrary_t* l, const std::string& image) {
+        return cudaLibraryLoadData(l, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+      },
+      [](cudaLibrary_t l) { return cudaLibraryUnload(l); },
+      [](cudaKernel_t* k, cudaLibrary_t l, const char* symbol) { return cudaLibraryGetKernel(k, l, symbol); },
+      [](cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); },
+      [](cudaStream_t s) { return cudaStreamDestroy(s); },
+      [](cudaStream_t s) { return cudaStreamSynchronize(s); },
+      [](void* to, const void* from, std::size_t bytes, cudaStream_t s) {
+        return cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, s);
+      },
+      [](cudaKernel_t k, dim3 grid, dim3 block, void** args, cudaStream_t s) {
+        return cudaLaunchKernel(reinterpret_cast<const void*>(k), grid, block, args, 0, s);
+      },
+      [](int* device) { return cudaGetDevice(device); },
+      [](cudaPointerAttributes* a, const void* p) { return cudaPointerGetAttributes(a, p); },
+  };
+  return api;
+}
+
+namespace {
+
 class CudaRunner final : public DeviceRunner {
  public:
-  explicit CudaRunner(CudaRunnerOptions o) : o_(std::move(o)) {
+  explicit CudaRunner(CudaRunnerOptions o) : o_(std::move(o)), api_(o_.api ? *o_.api : cuda_runtime_api()) {
     const std::string& p = o_.program;
-    check(cudaLibraryLoadData(&library_, o_.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
-          "cudaLibraryLoadData", p);
+    check(api_.library_load(&library_, o_.cubin), "cudaLibraryLoadData", p);
     for (const auto& l : o_.launches) {
       can_fail_ = can_fail_ || l.raises_errors;
       cudaKernel_t k = nullptr;
-      check(cudaLibraryGetKernel(&k, library_, l.symbol.c_str()), "cudaLibraryGetKernel", p);
+      check(api_.get_kernel(&k, library_, l.symbol.c_str()), "cudaLibraryGetKernel", p);
       kernels_.push_back(k);
     }
     if (o_.stream) {
       stream_ = static_cast<cudaStream_t>(o_.stream);
     } else {
       // Non-blocking: never synchronises with the legacy default stream.
-      check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", p);
+      check(api_.stream_create(&stream_), "cudaStreamCreateWithFlags", p);
       owns_stream_ = true;
     }
   }
 
   ~CudaRunner() override {
-    if (stream_) cudaStreamSynchronize(stream_);
+    if (stream_) api_.stream_synchronize(stream_);
     for (std::size_t i = 0; i < field_copies_.size(); ++i) field_copies_[i].release(label("field", i));
     for (std::size_t i = 0; i < table_copies_.size(); ++i) table_copies_[i].release(label("table", i));
     for (std::size_t i = 0; i < saved_outputs_.size(); ++i) saved_outputs_[i].release(label("saved output", i));
     descriptor_.release(o_.program + " (call descriptor)");
-    if (owns_stream_) cudaStreamDestroy(stream_);
-    if (library_) cudaLibraryUnload(library_);
+    if (owns_stream_) api_.stream_destroy(stream_);
+    if (library_) api_.library_unload(library_);
   }
 
   void* stream() const override { return stream_; }
@@ -141,16 +166,16 @@ class CudaRunner final : public DeviceRunner {
       const codegen::CudaGrid g = codegen::cuda_grid(l, c.domains + l.kernel * 2 * FF_MAX_DIMS);
       if (g.x == 0) continue;
       void* args[] = {&device_call};
-      check(cudaLaunchKernel(reinterpret_cast<const void*>(kernels_[i]), dim3(static_cast<unsigned>(g.x),
-                             static_cast<unsigned>(g.y)), dim3(static_cast<unsigned>(l.block_x)), args, 0, stream),
+      check(api_.launch(kernels_[i], dim3(static_cast<unsigned>(g.x), static_cast<unsigned>(g.y)),
+                        dim3(static_cast<unsigned>(l.block_x)), args, stream),
             "cudaLaunchKernel", fmt::format("{}' kernel '{}", p, l.symbol));
     }
     // The error flag is read only when a kernel can raise one; without it, and without host
     // outputs to copy back, the call synchronises once, like hand-written code.
     std::int32_t error = 0;
     if (can_fail_) {
-      check(cudaMemcpyAsync(&error, dev + at_error, sizeof error, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync", p);
-      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", p);
+      copy(&error, dev + at_error, sizeof error, stream);
+      check(api_.stream_synchronize(stream), "cudaStreamSynchronize", p);
     }
     last_error_ = error;
     bool copied = false;
@@ -165,7 +190,7 @@ class CudaRunner final : public DeviceRunner {
         copied = true;
       }
     }
-    if (copied || !can_fail_) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", p);
+    if (copied || !can_fail_) check(api_.stream_synchronize(stream), "cudaStreamSynchronize", p);
     return error;
   }
 
@@ -175,7 +200,7 @@ class CudaRunner final : public DeviceRunner {
   // cudaMemcpyDefault: the direction follows from the pointers (unified addressing), so a host
   // field in pinned or managed memory copies as well as one in pageable memory.
   void copy(void* to, const void* from, std::size_t bytes, cudaStream_t stream) {
-    check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync", o_.program);
+    check(api_.memcpy_async(to, from, bytes, stream), "cudaMemcpyAsync", o_.program);
   }
 
   // Each field's memory is where the field says: device (or managed) memory of this runner's
@@ -183,12 +208,12 @@ class CudaRunner final : public DeviceRunner {
   // bound or move (cudaPointerGetAttributes costs about a microsecond), before anything runs.
   void check_field_memory(const std::vector<ArgumentSpan>& fields, const std::vector<std::string>& names) const {
     int current = 0;
-    check(cudaGetDevice(&current), "cudaGetDevice", o_.program);
+    check(api_.get_device(&current), "cudaGetDevice", o_.program);
     for (std::size_t i = 0; i < fields.size(); ++i) {
       const ArgumentSpan& f = fields[i];
       if (!f.data || f.bytes == 0) continue;
       cudaPointerAttributes a{};
-      check(cudaPointerGetAttributes(&a, f.data), "cudaPointerGetAttributes", o_.program);
+      check(api_.pointer_attributes(&a, f.data), "cudaPointerGetAttributes", o_.program);
       const bool device = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
       if (f.on_device && !device)
         throw ArgumentError(fmt::format("program '{}': field '{}' is a view over cuda memory (Device::cuda), but its "
@@ -206,6 +231,7 @@ class CudaRunner final : public DeviceRunner {
   }
 
   CudaRunnerOptions o_;
+  const CudaApi& api_;
   cudaLibrary_t library_ = nullptr;
   std::vector<cudaKernel_t> kernels_;
   cudaStream_t stream_ = nullptr;

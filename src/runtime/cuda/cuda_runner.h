@@ -3,6 +3,8 @@
 // launch, a stream (the caller's or one it owns: never the legacy default stream), device copies of
 // the call's fields and tables, and the call descriptor (ff_call with its arrays) in device memory.
 // All device memory comes from the allocation route (memory_route.h).
+#include <cuda_runtime.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,12 +14,30 @@
 
 namespace fieldflow::runtime::cuda {
 
+// The CUDA runtime calls a runner makes. By default the runtime's own; tests give a host emulation
+// (tests/cuda/test_cuda_runner_emulated.cpp) so the runner's copies, checks, descriptor and
+// synchronisation run without a device.
+struct CudaApi {
+  cudaError_t (*library_load)(cudaLibrary_t* library, const std::string& image);
+  cudaError_t (*library_unload)(cudaLibrary_t library);
+  cudaError_t (*get_kernel)(cudaKernel_t* kernel, cudaLibrary_t library, const char* symbol);
+  cudaError_t (*stream_create)(cudaStream_t* stream);  // non-blocking
+  cudaError_t (*stream_destroy)(cudaStream_t stream);
+  cudaError_t (*stream_synchronize)(cudaStream_t stream);
+  cudaError_t (*memcpy_async)(void* to, const void* from, std::size_t bytes, cudaStream_t stream);  // cudaMemcpyDefault
+  cudaError_t (*launch)(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, cudaStream_t stream);
+  cudaError_t (*get_device)(int* device);
+  cudaError_t (*pointer_attributes)(cudaPointerAttributes* attributes, const void* pointer);
+};
+const CudaApi& cuda_runtime_api();
+
 struct CudaRunnerOptions {
   std::string program;
   std::string cubin;                          // the module's bytes
   std::vector<codegen::CudaLaunch> launches;  // in execution order
   std::size_t buffers = 0;                    // ff_call::buffers entries: parameters, then transients
   void* stream = nullptr;                     // nullptr: the runner creates and owns a non-blocking stream
+  const CudaApi* api = nullptr;               // nullptr: cuda_runtime_api()
 };
 
 // Throws CudaError naming the failed call (module load, kernel lookup, stream creation).

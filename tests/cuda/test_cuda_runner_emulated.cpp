@@ -1,0 +1,410 @@
+// The CUDA runner (src/runtime/cuda/cuda_runner.cpp) without a device: its CUDA runtime calls go to
+// a host emulation (runtime::cuda::CudaApi), whose "device memory" is host memory it knows by
+// address and whose cudaLaunchKernel runs the generated kernels, compiled for the host, over the
+// grid the runner computed. So the runner's own logic runs and is checked against the reference:
+// fields in device memory used in place, host fields copied in and back, tables copied only when
+// bound, the call descriptor uploaded only when it changed, the error flag read only for kernels
+// that raise, one synchronisation per steady-state call, device outputs restored after an
+// in-kernel failure, memory that is not where a field says refused, per-call streams.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "driver/cpu_build.h"
+#include "driver/cuda_build.h"
+#include "fieldflow/dsl.h"
+#include "fieldflow/examples.h"
+#include "fieldflow/mesh.h"
+#include "passes/pipeline.h"
+#include "runtime/compiled_program.h"
+#include "runtime/cuda/cuda_runner.h"
+#include "runtime/memory_route.h"
+#include "support/backend_harness.h"
+#include "toolchain/compiler.h"
+#include "toolchain/module_cache.h"
+
+namespace fieldflow {
+namespace {
+
+using testing_support::same_bits;
+
+// What the emulated runtime saw.
+struct Emulator {
+  using Launch = void (*)(int, unsigned, unsigned, unsigned, const ff_call*);
+  Launch launch = nullptr;
+  std::vector<std::string> symbols;                 // the kernels a library has, by launch index
+  std::vector<std::pair<std::uintptr_t, std::size_t>> device;  // address ranges that are device memory
+  struct Copy {
+    std::size_t bytes;
+    bool from_device, to_device;
+  };
+  std::vector<Copy> copies;
+  std::vector<cudaStream_t> launch_streams, copy_streams;
+  int syncs = 0;
+  std::mutex mutex;
+
+  bool is_device(const void* p) {
+    std::lock_guard lock(mutex);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    return std::any_of(device.begin(), device.end(), [&](const auto& r) { return a >= r.first && a < r.first + r.second; });
+  }
+  void add_device(const void* p, std::size_t bytes) {
+    std::lock_guard lock(mutex);
+    device.emplace_back(reinterpret_cast<std::uintptr_t>(p), bytes);
+  }
+  void remove_device(const void* p) {
+    std::lock_guard lock(mutex);
+    std::erase_if(device, [&](const auto& r) { return r.first == reinterpret_cast<std::uintptr_t>(p); });
+  }
+  void forget_calls() {
+    copies.clear();
+    launch_streams.clear();
+    copy_streams.clear();
+    syncs = 0;
+  }
+};
+Emulator* emulator = nullptr;  // the running test's
+
+cudaStream_t const owned_stream = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x5151});
+
+const runtime::cuda::CudaApi emulated_api{
+    [](cudaLibrary_t* l, const std::string&) {
+      *l = reinterpret_cast<cudaLibrary_t>(emulator);
+      return cudaSuccess;
+    },
+    [](cudaLibrary_t) { return cudaSuccess; },
+    [](cudaKernel_t* k, cudaLibrary_t, const char* symbol) {
+      const auto& s = emulator->symbols;
+      const auto it = std::find(s.begin(), s.end(), symbol);
+      if (it == s.end()) return cudaErrorSymbolNotFound;
+      *k = reinterpret_cast<cudaKernel_t>(static_cast<std::uintptr_t>(it - s.begin() + 1));
+      return cudaSuccess;
+    },
+    [](cudaStream_t* s) {
+      *s = owned_stream;
+      return cudaSuccess;
+    },
+    [](cudaStream_t) { return cudaSuccess; },
+    [](cudaStream_t) {
+      ++emulator->syncs;
+      return cudaSuccess;
+    },
+    [](void* to, const void* from, std::size_t bytes, cudaStream_t s) {
+      std::memcpy(to, from, bytes);
+      emulator->copies.push_back({bytes, emulator->is_device(from), emulator->is_device(to)});
+      emulator->copy_streams.push_back(s);
+      return cudaSuccess;
+    },
+    [](cudaKernel_t k, dim3 grid, dim3 block, void** args, cudaStream_t s) {
+      emulator->launch_streams.push_back(s);
+      const int index = static_cast<int>(reinterpret_cast<std::uintptr_t>(k)) - 1;
+      emulator->launch(index, grid.x, grid.y, block.x, *static_cast<const ff_call* const*>(args[0]));
+      return cudaSuccess;
+    },
+    [](int* device) {
+      *device = 0;
+      return cudaSuccess;
+    },
+    [](cudaPointerAttributes* a, const void* p) {
+      *a = cudaPointerAttributes{};
+      a->type = emulator->is_device(p) ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
+      a->device = 0;
+      return cudaSuccess;
+    },
+};
+
+// The route's device memory: host memory the emulator knows as device memory.
+class EmulatedDeviceMemory {
+ public:
+  explicit EmulatedDeviceMemory(Emulator& e) {
+    runtime::DeviceMemoryBackend b;
+    b.name = "emulated CUDA";
+    b.allocate = [&e](std::size_t bytes, std::size_t alignment) -> void* {
+      void* p = std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
+      e.add_device(p, bytes);
+      return p;
+    };
+    b.free = [&e](void* p, std::size_t) {
+      e.remove_device(p);
+      std::free(p);
+    };
+    b.allocate_async = [&e](std::size_t bytes, void*) -> void* {
+      void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+      e.add_device(p, bytes);
+      return p;
+    };
+    b.free_async = [&e](void* p, std::size_t, void*) {
+      e.remove_device(p);
+      std::free(p);
+    };
+    runtime::set_device_memory_backend(Device::cuda, std::move(b));
+  }
+  ~EmulatedDeviceMemory() { runtime::set_device_memory_backend(Device::cuda, {}); }
+  EmulatedDeviceMemory(const EmulatedDeviceMemory&) = delete;
+  EmulatedDeviceMemory& operator=(const EmulatedDeviceMemory&) = delete;
+};
+
+// A cuda program whose runner talks to the emulated runtime; the module of host-compiled kernels
+// stays loaded with it.
+struct EmulatedProgram {
+  std::optional<toolchain::LoadedModule> module;
+  std::optional<CompiledProgram> program;
+};
+
+class EmulatedRunner : public ::testing::Test {
+ protected:
+  void SetUp() override { emulator = &emulator_; }
+  void TearDown() override { emulator = nullptr; }
+
+  EmulatedProgram make(const ir::Program& program, TransientMemoryMode mode = TransientMemoryMode::pool) {
+    CompileOptions o;
+    o.backend = Backend::cuda;
+    o.memory.mode = mode;
+    driver::CudaBuild built = driver::build_cuda_source(program, o);
+    toolchain::ModuleCache cache{std::filesystem::path{}};
+    auto loaded = cache.get_or_load(program.name, driver::cuda_emulation_source(built.source, 65535),
+                                    toolchain::default_compiler_config(false),
+                                    fmt::format("{}abi{}cuda-runner-emulation", passes::pipeline_description(), FF_ABI_VERSION));
+    EmulatedProgram out;
+    out.module.emplace(std::move(loaded.module));
+    emulator_.launch = reinterpret_cast<Emulator::Launch>(out.module->symbol("ff_emulate_launch"));
+    emulator_.symbols.clear();
+    for (const auto& l : built.source.launches) emulator_.symbols.push_back(l.symbol);
+    CompiledProgram::Impl::Image image;
+    image.program = program;
+    image.options = o;
+    image.options.layout = Layout::horizontal_fastest;
+    runtime::cuda::CudaRunnerOptions ro;
+    ro.program = program.name;
+    ro.cubin = "emulated";
+    ro.launches = built.source.launches;
+    ro.buffers = program.params.size() + built.schedule.transients.size();
+    ro.api = &emulated_api;
+    image.device = runtime::cuda::make_cuda_runner(std::move(ro));
+    image.schedule = std::move(built.schedule);
+    image.source = std::move(built.source.source);
+    out.program.emplace(std::make_unique<CompiledProgram::Impl>(std::move(image)));
+    return out;
+  }
+
+  Emulator emulator_;
+  EmulatedDeviceMemory memory_{emulator_};
+};
+
+// An instance's fields copied into memory the emulator calls device memory, as Device::cuda views.
+struct DeviceFields {
+  Emulator& e;
+  std::map<std::string, std::vector<std::byte>> memory;
+  std::map<std::string, Field> views;
+  Arguments args;
+  DeviceFields(Emulator& em, examples::ExampleInstance& inst) : e(em) {
+    for (auto& [name, f] : inst.fields) {
+      auto& m = memory[name];
+      m.resize(f.span_bytes() + 64);
+      std::byte* p = m.data() + (64 - reinterpret_cast<std::uintptr_t>(m.data()) % 64) % 64;
+      std::memcpy(p, f.data(), f.span_bytes());
+      e.add_device(p, f.span_bytes());
+      views.emplace(name, Field::view(p, f.dims(), f.dtype(), f.shape(), f.strides(), f.origin(), Device::cuda));
+    }
+    const Arguments host = inst.arguments();
+    for (const auto& en : host.entries()) {
+      if (en.kind == Arguments::Entry::Kind::field) args.field(en.name, views.at(en.name));
+      if (en.kind == Arguments::Entry::Kind::scalar) args.scalar(en.name, en.scalar);
+      if (en.kind == Arguments::Entry::Kind::connectivity) args.connectivity(en.name, *en.table);
+    }
+  }
+  ~DeviceFields() {
+    for (auto& [name, v] : views) e.remove_device(v.data());
+  }
+  void copy_back(examples::ExampleInstance& inst) {
+    for (auto& [name, f] : inst.fields) std::memcpy(f.data(), views.at(name).data(), f.span_bytes());
+  }
+};
+
+// In persistent mode a steady-state call copies nothing: same fields, same transients. (In pool
+// mode the transients may come back at other addresses, and the descriptor is uploaded again.)
+TEST_F(EmulatedRunner, DeviceFieldsEqualTheReferenceWithOneSyncAndNoCopies) {
+  for (const char* name : {"hdiff", "vadv", "fvm_nabla", "nabla4", "c2e2co_sum", "diffusion_chain"})
+    for (TransientMemoryMode mode : {TransientMemoryMode::persistent, TransientMemoryMode::pool}) {
+      SCOPED_TRACE(fmt::format("{}, {}", name, to_string(mode)));
+    const auto& ex = examples::example(name);
+    EmulatedProgram p = make(ex.program, mode);
+    const examples::ExampleSize size{131, 5, 7, ex.unstructured};  // bounded mesh: skip values
+    auto ref = ex.make_instance(size, Layout::horizontal_fastest, 3);
+    auto dev = ex.make_instance(size, Layout::horizontal_fastest, 3);
+    run_reference(ex.program, ref.arguments());
+    DeviceFields d(emulator_, dev);
+    emulator_.forget_calls();
+    (*p.program)(d.args);
+    // First call: the descriptor and every table go to the device, no field does.
+    std::size_t tables = 0, to_device = 0;
+    for (const auto& e : d.args.entries()) tables += e.kind == Arguments::Entry::Kind::connectivity;
+    for (const auto& c : emulator_.copies) {
+      EXPECT_TRUE(c.to_device && !c.from_device) << c.bytes << " bytes copied";
+      to_device += c.to_device;
+    }
+    EXPECT_EQ(to_device, tables + 1) << "the tables and the call descriptor";
+    EXPECT_EQ(emulator_.syncs, 1);
+    emulator_.forget_calls();
+    (*p.program)(d.args);  // steady state: nothing to copy, one synchronisation
+    EXPECT_LE(emulator_.copies.size(), mode == TransientMemoryMode::pool ? 1u : 0u)
+        << emulator_.copies.size() << " copies, the first of "
+        << (emulator_.copies.empty() ? 0 : emulator_.copies[0].bytes) << " bytes";
+    for (const auto& c : emulator_.copies) EXPECT_TRUE(c.to_device && !c.from_device) << "only the descriptor";
+    EXPECT_EQ(emulator_.syncs, 1);
+    EXPECT_LE(emulator_.launch_streams.size(), emulator_.symbols.size());
+    EXPECT_GT(emulator_.launch_streams.size(), 0u);
+    for (cudaStream_t s : emulator_.launch_streams) EXPECT_EQ(s, owned_stream);
+    d.copy_back(dev);
+    for (auto& [field, f] : ref.fields) EXPECT_TRUE(same_bits(f, dev.fields.at(field), field));
+  }
+}
+
+TEST_F(EmulatedRunner, HostFieldsAreCopiedInAndBack) {
+  for (const char* name : {"hdiff", "fvm_nabla"}) {
+    SCOPED_TRACE(name);
+    const auto& ex = examples::example(name);
+    EmulatedProgram p = make(ex.program, TransientMemoryMode::scoped);
+    const examples::ExampleSize size{40, 9, 6};
+    auto ref = ex.make_instance(size, Layout::horizontal_fastest, 4);
+    auto host = ex.make_instance(size, Layout::horizontal_fastest, 4);
+    run_reference(ex.program, ref.arguments());
+    const Arguments args = host.arguments();
+    (*p.program)(args);
+    emulator_.forget_calls();
+    (*p.program)(args);
+    std::size_t in = 0, back = 0;
+    for (const auto& c : emulator_.copies) {
+      in += c.to_device && !c.from_device;
+      back += c.from_device && !c.to_device;
+    }
+    EXPECT_EQ(in, host.fields.size()) << "every field, outputs too (points outside the domain stay)";
+    EXPECT_EQ(back, host.outputs.size());
+    EXPECT_EQ(emulator_.syncs, 1);
+    for (auto& [field, f] : ref.fields) EXPECT_TRUE(same_bits(f, host.fields.at(field), field));
+  }
+}
+
+// gather_i reads `a` at a dynamic offset along I, checked while running.
+ir::Program gather_program() {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  ProgramBuilder pb("gather_i");
+  Expr a = pb.field("a", {I, K}, DType::float64), off = pb.field("off", {I, K}, DType::int32);
+  Expr o = pb.field("o", {I, K}, DType::float64);
+  Expr ni = pb.scalar("ni", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("gather", a(I + off) - a, {o}, {{I, 0, ni}, {K, 0, nk}});
+  return pb.build();
+}
+
+TEST_F(EmulatedRunner, AFailedCallRestoresDeviceOutputsAndTheNextUploadsTheDescriptor) {
+  const std::int64_t n = 300, levels = 5;
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  auto field = [&](DType t) { return Field({I, K}, t, {n, levels}, {}, Layout::horizontal_fastest); };
+  Field a = field(DType::float64), off = field(DType::int32), o = field(DType::float64);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t k = 0; k < levels; ++k) {
+      a.at<double>({i, k}) = 0.25 * static_cast<double>(i * i) - static_cast<double>(k);
+      off.at<std::int32_t>({i, k}) = i + 2 < n ? 2 : -static_cast<std::int32_t>(i % 3);
+    }
+  o.fill(7.0);
+  Field want = o.clone();
+  CompileOptions cpu;
+  cpu.layout = Layout::horizontal_fastest;
+  const ir::Program program = gather_program();
+  auto arguments = [&](Field& fa, Field& foff, Field& fo) {
+    Arguments args;
+    args.field("a", fa).field("off", foff).field("o", fo).scalar("ni", static_cast<std::int32_t>(n));
+    return args.scalar("nk", static_cast<std::int32_t>(levels));
+  };
+  compile(program, cpu)(arguments(a, off, want));
+
+  // The fields in "device memory".
+  std::vector<double> ma(static_cast<std::size_t>(n * levels)), mo(ma.size(), 7.0);
+  std::vector<std::int32_t> moff(ma.size());
+  std::memcpy(ma.data(), a.data(), a.bytes());
+  std::memcpy(moff.data(), off.data(), off.bytes());
+  for (const void* p : {static_cast<const void*>(ma.data()), static_cast<const void*>(mo.data())})
+    emulator_.add_device(p, ma.size() * sizeof(double));
+  emulator_.add_device(moff.data(), moff.size() * sizeof(std::int32_t));
+  auto view = [&](void* p, DType t) { return Field::view(p, {I, K}, t, {n, levels}, {1, n}, {}, Device::cuda); };
+  Field da = view(ma.data(), DType::float64), doff = view(moff.data(), DType::int32), dout = view(mo.data(), DType::float64);
+
+  EmulatedProgram p = make(program, TransientMemoryMode::persistent);  // transients at fixed addresses
+  moff[static_cast<std::size_t>(n * levels - 1)] = 1000;  // the last point reads outside a
+  EXPECT_THROW((*p.program)(arguments(da, doff, dout)), DomainError);
+  EXPECT_EQ(mo, std::vector<double>(mo.size(), 7.0)) << "the output is restored";
+  moff[static_cast<std::size_t>(n * levels - 1)] = off.at<std::int32_t>({n - 1, levels - 1});
+  emulator_.forget_calls();
+  (*p.program)(arguments(da, doff, dout));
+  EXPECT_TRUE(std::any_of(emulator_.copies.begin(), emulator_.copies.end(),
+                          [](const auto& c) { return !c.from_device && c.to_device; }))
+      << "after a failed call the descriptor (its error flag cleared) is uploaded again";
+  EXPECT_EQ(emulator_.syncs, 1) << "the error flag is read, nothing is copied back";
+  EXPECT_EQ(std::memcmp(mo.data(), want.data(), want.bytes()), 0);
+  emulator_.forget_calls();
+  (*p.program)(arguments(da, doff, dout));
+  ASSERT_EQ(emulator_.copies.size(), 2u) << "the output saved before the launches, the error flag read after";
+  EXPECT_TRUE(emulator_.copies[0].from_device && emulator_.copies[0].to_device);
+  EXPECT_EQ(emulator_.copies[1].bytes, sizeof(std::int32_t));
+  for (const void* q : {static_cast<const void*>(ma.data()), static_cast<const void*>(mo.data()),
+                        static_cast<const void*>(moff.data())})
+    emulator_.remove_device(q);
+}
+
+TEST_F(EmulatedRunner, MemoryElsewhereThanTheFieldSaysIsRefusedBeforeAnythingRuns) {
+  const auto& ex = examples::example("laplacian");
+  EmulatedProgram p = make(ex.program);
+  auto inst = ex.make_instance({20, 10, 4}, Layout::horizontal_fastest, 2);
+  DeviceFields d(emulator_, inst);
+  const Field& out = d.views.at("out");
+  // A Device::cuda view over host memory.
+  Field host_as_device = Field::view(inst.fields.at("out").data(), out.dims(), out.dtype(), out.shape(), out.strides(),
+                                     out.origin(), Device::cuda);
+  // A host field over device memory.
+  Field device_as_host = Field::view(d.views.at("out").data(), out.dims(), out.dtype(), out.shape(), out.strides(),
+                                     out.origin());
+  for (Field* wrong : {&host_as_device, &device_as_host}) {
+    Arguments args;
+    for (const auto& e : d.args.entries()) {
+      if (e.kind == Arguments::Entry::Kind::field) args.field(e.name, e.name == "out" ? *wrong : *e.field);
+      if (e.kind == Arguments::Entry::Kind::scalar) args.scalar(e.name, e.scalar);
+    }
+    emulator_.forget_calls();
+    try {
+      (*p.program)(args);
+      ADD_FAILURE() << "memory elsewhere than the field says was accepted";
+    } catch (const ArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("field 'out'"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(emulator_.launch_streams.empty()) << "nothing ran";
+  }
+  (*p.program)(d.args);
+}
+
+TEST_F(EmulatedRunner, APerCallStreamCarriesTheCallsWork) {
+  const auto& ex = examples::example("hdiff");
+  EmulatedProgram p = make(ex.program, TransientMemoryMode::pool);
+  auto inst = ex.make_instance({30, 8, 5}, Layout::horizontal_fastest, 2);
+  const Arguments args = inst.arguments();  // host fields: copies as well as launches
+  const auto given = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x7777});
+  emulator_.forget_calls();
+  (*p.program)(args, CallOptions{given});
+  ASSERT_FALSE(emulator_.launch_streams.empty());
+  for (cudaStream_t s : emulator_.launch_streams) EXPECT_EQ(s, given);
+  for (cudaStream_t s : emulator_.copy_streams) EXPECT_EQ(s, given);
+  emulator_.forget_calls();
+  (*p.program)(args);
+  for (cudaStream_t s : emulator_.launch_streams) EXPECT_EQ(s, owned_stream);
+}
+
+}  // namespace
+}  // namespace fieldflow
