@@ -30,7 +30,8 @@ FIELDFLOW_CACHE_DIR="$PWD/build/tsan/test-cache" build/tsan/tests/runtime/test_r
 stage "AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer"
 cmake --preset asan >/dev/null
 asan_tests=(runtime/test_runtime_compiled codegen/test_column_groups codegen/test_codegen runtime/test_views capi/test_capi
-            toolchain/test_toolchain runtime/test_runtime_faults passes/test_passes cuda/test_cuda_runner_emulated)
+            toolchain/test_toolchain runtime/test_runtime_faults passes/test_passes)
+if grep -q "^FIELDFLOW_WITH_CUDA:BOOL=ON" build/asan/CMakeCache.txt; then asan_tests+=(cuda/test_cuda_runner_emulated); fi
 cmake --build --preset asan --target "${asan_tests[@]##*/}"
 export ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
 for t in "${asan_tests[@]}"; do
