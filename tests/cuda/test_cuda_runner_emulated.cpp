@@ -28,6 +28,7 @@
 #include "runtime/compiled_program.h"
 #include "runtime/cuda/cuda_runner.h"
 #include "runtime/memory_route.h"
+#include "runtime/memory_test_support.h"
 #include "support/backend_harness.h"
 #include "toolchain/compiler.h"
 #include "toolchain/module_cache.h"
@@ -165,10 +166,12 @@ class EmulatedRunner : public ::testing::Test {
   void SetUp() override { emulator = &emulator_; }
   void TearDown() override { emulator = nullptr; }
 
-  EmulatedProgram make(const ir::Program& program, TransientMemoryMode mode = TransientMemoryMode::pool) {
+  EmulatedProgram make(const ir::Program& program, TransientMemoryMode mode = TransientMemoryMode::pool,
+                       ExternalMemoryAllocator allocator = {}) {
     CompileOptions o;
     o.backend = Backend::cuda;
     o.memory.mode = mode;
+    o.memory.external_memory_allocator = std::move(allocator);
     driver::CudaBuild built = driver::build_cuda_source(program, o);
     toolchain::ModuleCache cache{std::filesystem::path{}};
     auto loaded = cache.get_or_load(program.name, driver::cuda_emulation_source(built.source, 65535),
@@ -292,6 +295,66 @@ TEST_F(EmulatedRunner, HostFieldsAreCopiedInAndBack) {
     EXPECT_EQ(emulator_.syncs, 1);
     for (auto& [field, f] : ref.fields) EXPECT_TRUE(same_bits(f, host.fields.at(field), field));
   }
+}
+
+// Every built-in program in every transient-memory mode equals the reference, and each mode takes
+// its memory from the allocation API it promises (counted through the allocation route): scoped
+// one synchronous allocation per call, persistent one per instance, pool stream-ordered ones on
+// the call's stream, external none (the allocator once, for device cuda, alignment >= 256).
+TEST_F(EmulatedRunner, EveryExampleInEveryModeEqualsTheReferenceAndUsesTheModesApi) {
+  using K = MemoryEvent::Kind;
+  for (const auto& ex : examples::all_examples())
+    for (TransientMemoryMode mode : {TransientMemoryMode::scoped, TransientMemoryMode::persistent,
+                                     TransientMemoryMode::pool, TransientMemoryMode::external}) {
+      SCOPED_TRACE(fmt::format("{}, {}", ex.name, to_string(mode)));
+      int allocator_calls = 0;
+      ExternalMemoryAllocator allocator = [&](const AllocationRequest& r) {
+        ++allocator_calls;
+        EXPECT_EQ(r.device, Device::cuda);
+        EXPECT_GE(r.alignment, 256u);
+        void* block = std::aligned_alloc(r.alignment, (r.bytes + r.alignment - 1) / r.alignment * r.alignment);
+        emulator_.add_device(block, r.bytes);
+        return Workspace{block, r.bytes, Device::cuda, [this, block] {
+                           emulator_.remove_device(block);
+                           std::free(block);
+                         }};
+      };
+      EmulatedProgram p = make(ex.program, mode, mode == TransientMemoryMode::external ? allocator : nullptr);
+      const examples::ExampleSize size{67, 9, 13, ex.unstructured};
+      auto ref = ex.make_instance(size, Layout::horizontal_fastest, 5);
+      auto dev = ex.make_instance(size, Layout::horizontal_fastest, 5);
+      run_reference(ex.program, ref.arguments());
+      run_reference(ex.program, ref.arguments());  // two calls, as below: in/out fields (masked_update) change
+      DeviceFields d(emulator_, dev);
+      const bool has_transients = !p.program->memory_plan(size_symbols(ex.program, d.args)).transients.empty();
+      testing::EventLog log;
+      (*p.program)(d.args);
+      (*p.program)(d.args);
+      d.copy_back(dev);
+      for (auto& [field, f] : ref.fields) EXPECT_TRUE(same_bits(f, dev.fields.at(field), field));
+      std::size_t sys = 0, stream = 0;
+      for (const MemoryEvent& e : log.events())
+        if (e.device == Device::cuda && e.label == ex.program.name) {
+          sys += e.kind == K::system_allocate;
+          stream += e.kind == K::stream_allocate;
+        }
+      if (!has_transients) {
+        EXPECT_EQ(sys + stream, 0u);
+        continue;
+      }
+      switch (mode) {
+        case TransientMemoryMode::scoped: EXPECT_EQ(sys, 2u) << "cudaMalloc once per call"; break;
+        case TransientMemoryMode::persistent: EXPECT_EQ(sys, 1u) << "cudaMalloc once per instance"; break;
+        case TransientMemoryMode::pool:
+          EXPECT_EQ(stream, 2u) << "from fieldflow's pool, stream-ordered, per call";
+          EXPECT_EQ(sys, 0u);
+          break;
+        case TransientMemoryMode::external:
+          EXPECT_EQ(sys + stream, 0u) << "never allocates";
+          EXPECT_EQ(allocator_calls, 1) << "the allocator once per instance";
+          break;
+      }
+    }
 }
 
 // gather_i reads `a` at a dynamic offset along I, checked while running.
