@@ -23,24 +23,15 @@
 #include "fieldflow_aot_aot_test_cuda_fvm_nabla.h"
 #include "fieldflow_aot_aot_test_cuda_hdiff.h"
 #include "fieldflow_aot_aot_test_vertical_hdiff.h"
+#include "support/backend_harness.h"
 #include "toolchain/module_cache.h"
 
 namespace fieldflow {
 namespace {
 
-namespace fs = std::filesystem;
+using testing_support::error_of;
 
-template <class E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("wrong exception type: ") + e.what();
-  }
-  return "no error";
-}
+namespace fs = std::filesystem;
 
 CompileOptions cuda_options() {
   CompileOptions o;

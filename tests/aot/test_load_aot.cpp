@@ -19,6 +19,8 @@
 namespace fieldflow {
 namespace {
 
+using testing_support::error_of;
+
 using testing_support::AotExampleCase;
 using testing_support::same_bits;
 
@@ -125,18 +127,6 @@ TEST(LoadAot, StaticScalarProgramEqualsJitAndReference) {
   EXPECT_THROW(aot(Arguments().field("in", in).field("out", out_aot).scalar("alpha", 3.0).scalar("limit", 0.5)
                        .scalar("ni", ni).scalar("nk", nk)),
                ArgumentError);
-}
-
-template <class E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("wrong exception type: ") + e.what();
-  }
-  return "no error";
 }
 
 TEST(LoadAot, OptionsMustMatchTheLibrary) {

@@ -20,9 +20,12 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/memory_test_support.h"
 #include "support/backend_harness.h"
+#include "support/cuda_harness.h"
 
 namespace fieldflow {
 namespace {
+
+using testing_support::gather_program;
 
 using testing_support::same_bits;
 using K = MemoryEvent::Kind;
@@ -240,17 +243,6 @@ TEST(CudaDeviceMemory, PoolAllocationsUseTheInstancesStream) {
     EXPECT_GE(prog.memory_stats().stream_allocations, 1u);
   }
   cudaStreamDestroy(s);
-}
-
-// A program whose kernel reads at a dynamic offset (checked while running) along I.
-ir::Program gather_program() {
-  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
-  ProgramBuilder pb("gather_i");
-  Expr a = pb.field("a", {I, K}, DType::float64), off = pb.field("off", {I, K}, DType::int32);
-  Expr o = pb.field("o", {I, K}, DType::float64);
-  Expr ni = pb.scalar("ni", DType::int32), nk = pb.scalar("nk", DType::int32);
-  pb.call("gather", a(I + off) - a, {o}, {{I, 0, ni}, {K, 0, nk}});
-  return pb.build();
 }
 
 // Its host fields: three blocks of 128 along I, the last one partial; offsets 3 where in range.

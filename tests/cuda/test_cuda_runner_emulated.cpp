@@ -30,11 +30,14 @@
 #include "runtime/memory_route.h"
 #include "runtime/memory_test_support.h"
 #include "support/backend_harness.h"
+#include "support/cuda_harness.h"
 #include "toolchain/compiler.h"
 #include "toolchain/module_cache.h"
 
 namespace fieldflow {
 namespace {
+
+using testing_support::gather_program;
 
 using testing_support::same_bits;
 
@@ -355,17 +358,6 @@ TEST_F(EmulatedRunner, EveryExampleInEveryModeEqualsTheReferenceAndUsesTheModesA
           break;
       }
     }
-}
-
-// gather_i reads `a` at a dynamic offset along I, checked while running.
-ir::Program gather_program() {
-  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
-  ProgramBuilder pb("gather_i");
-  Expr a = pb.field("a", {I, K}, DType::float64), off = pb.field("off", {I, K}, DType::int32);
-  Expr o = pb.field("o", {I, K}, DType::float64);
-  Expr ni = pb.scalar("ni", DType::int32), nk = pb.scalar("nk", DType::int32);
-  pb.call("gather", a(I + off) - a, {o}, {{I, 0, ni}, {K, 0, nk}});
-  return pb.build();
 }
 
 TEST_F(EmulatedRunner, AFailedCallRestoresDeviceOutputsAndTheNextUploadsTheDescriptor) {

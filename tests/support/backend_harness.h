@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <list>
 #include <optional>
 #include <string>
@@ -30,6 +31,20 @@ inline ::testing::AssertionResult same_bits(const Field& a, const Field& b, cons
                                            << " vs compiled " << y;
   }
   return ::testing::AssertionFailure() << what << ": bytes differ";
+}
+
+// The message of the E that f throws; "no error", or the other exception's message prefixed with
+// "wrong exception type: ", otherwise (so a test can check the text and the type at once).
+template <class E>
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "no error";
 }
 
 inline CompileOptions cpu_options(Layout layout = Layout::vertical_fastest) {

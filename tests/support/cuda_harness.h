@@ -16,6 +16,7 @@
 
 #include "driver/cuda_build.h"
 #include "fieldflow/compile.h"
+#include "fieldflow/dsl.h"
 #include "fieldflow/reference.h"
 #include "support/backend_harness.h"
 #ifdef FIELDFLOW_WITH_CUDA
@@ -24,6 +25,18 @@
 #endif
 
 namespace fieldflow::testing_support {
+
+// A program whose kernel reads at a dynamic offset along I (gather_i: o = a(I + off) - a), so
+// it checks reads while running: the in-kernel failure path.
+inline ir::Program gather_program() {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  ProgramBuilder pb("gather_i");
+  Expr a = pb.field("a", {I, K}, DType::float64), off = pb.field("off", {I, K}, DType::int32);
+  Expr o = pb.field("o", {I, K}, DType::float64);
+  Expr ni = pb.scalar("ni", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("gather", a(I + off) - a, {o}, {{I, 0, ni}, {K, 0, nk}});
+  return pb.build();
+}
 
 // Whether a CUDA device can run Backend::cuda here (asked once).
 inline bool device_present() {
