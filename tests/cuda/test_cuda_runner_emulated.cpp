@@ -30,6 +30,7 @@
 #include "runtime/memory_route.h"
 #include "runtime/memory_test_support.h"
 #include "support/backend_harness.h"
+#include "support/cuda_emulator.h"
 #include "support/cuda_harness.h"
 #include "toolchain/compiler.h"
 #include "toolchain/module_cache.h"
@@ -40,166 +41,21 @@ namespace {
 using testing_support::gather_program;
 
 using testing_support::same_bits;
-
-// What the emulated runtime saw.
-struct Emulator {
-  using Launch = void (*)(int, unsigned, unsigned, unsigned, const ff_call*);
-  Launch launch = nullptr;
-  std::vector<std::string> symbols;                 // the kernels a library has, by launch index
-  std::vector<std::pair<std::uintptr_t, std::size_t>> device;  // address ranges that are device memory
-  struct Copy {
-    std::size_t bytes;
-    bool from_device, to_device;
-  };
-  std::vector<Copy> copies;
-  std::vector<cudaStream_t> launch_streams, copy_streams;
-  int syncs = 0;
-  std::mutex mutex;
-
-  bool is_device(const void* p) {
-    std::lock_guard lock(mutex);
-    const auto a = reinterpret_cast<std::uintptr_t>(p);
-    return std::any_of(device.begin(), device.end(), [&](const auto& r) { return a >= r.first && a < r.first + r.second; });
-  }
-  void add_device(const void* p, std::size_t bytes) {
-    std::lock_guard lock(mutex);
-    device.emplace_back(reinterpret_cast<std::uintptr_t>(p), bytes);
-  }
-  void remove_device(const void* p) {
-    std::lock_guard lock(mutex);
-    std::erase_if(device, [&](const auto& r) { return r.first == reinterpret_cast<std::uintptr_t>(p); });
-  }
-  void forget_calls() {
-    copies.clear();
-    launch_streams.clear();
-    copy_streams.clear();
-    syncs = 0;
-  }
-};
-Emulator* emulator = nullptr;  // the running test's
-
-cudaStream_t const owned_stream = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x5151});
-
-const runtime::cuda::CudaApi emulated_api{
-    [](cudaLibrary_t* l, const std::string&) {
-      *l = reinterpret_cast<cudaLibrary_t>(emulator);
-      return cudaSuccess;
-    },
-    [](cudaLibrary_t) { return cudaSuccess; },
-    [](cudaKernel_t* k, cudaLibrary_t, const char* symbol) {
-      const auto& s = emulator->symbols;
-      const auto it = std::find(s.begin(), s.end(), symbol);
-      if (it == s.end()) return cudaErrorSymbolNotFound;
-      *k = reinterpret_cast<cudaKernel_t>(static_cast<std::uintptr_t>(it - s.begin() + 1));
-      return cudaSuccess;
-    },
-    [](cudaStream_t* s) {
-      *s = owned_stream;
-      return cudaSuccess;
-    },
-    [](cudaStream_t) { return cudaSuccess; },
-    [](cudaStream_t) {
-      ++emulator->syncs;
-      return cudaSuccess;
-    },
-    [](void* to, const void* from, std::size_t bytes, cudaStream_t s) {
-      std::memcpy(to, from, bytes);
-      emulator->copies.push_back({bytes, emulator->is_device(from), emulator->is_device(to)});
-      emulator->copy_streams.push_back(s);
-      return cudaSuccess;
-    },
-    [](cudaKernel_t k, dim3 grid, dim3 block, void** args, cudaStream_t s) {
-      emulator->launch_streams.push_back(s);
-      const int index = static_cast<int>(reinterpret_cast<std::uintptr_t>(k)) - 1;
-      emulator->launch(index, grid.x, grid.y, block.x, *static_cast<const ff_call* const*>(args[0]));
-      return cudaSuccess;
-    },
-    [](int* device) {
-      *device = 0;
-      return cudaSuccess;
-    },
-    [](cudaPointerAttributes* a, const void* p) {
-      *a = cudaPointerAttributes{};
-      a->type = emulator->is_device(p) ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
-      a->device = 0;
-      return cudaSuccess;
-    },
-};
-
-// The route's device memory: host memory the emulator knows as device memory.
-class EmulatedDeviceMemory {
- public:
-  explicit EmulatedDeviceMemory(Emulator& e) {
-    runtime::DeviceMemoryBackend b;
-    b.name = "emulated CUDA";
-    b.allocate = [&e](std::size_t bytes, std::size_t alignment) -> void* {
-      void* p = std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
-      e.add_device(p, bytes);
-      return p;
-    };
-    b.free = [&e](void* p, std::size_t) {
-      e.remove_device(p);
-      std::free(p);
-    };
-    b.allocate_async = [&e](std::size_t bytes, void*) -> void* {
-      void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-      e.add_device(p, bytes);
-      return p;
-    };
-    b.free_async = [&e](void* p, std::size_t, void*) {
-      e.remove_device(p);
-      std::free(p);
-    };
-    runtime::set_device_memory_backend(Device::cuda, std::move(b));
-  }
-  ~EmulatedDeviceMemory() { runtime::set_device_memory_backend(Device::cuda, {}); }
-  EmulatedDeviceMemory(const EmulatedDeviceMemory&) = delete;
-  EmulatedDeviceMemory& operator=(const EmulatedDeviceMemory&) = delete;
-};
-
-// A cuda program whose runner talks to the emulated runtime; the module of host-compiled kernels
-// stays loaded with it.
-struct EmulatedProgram {
-  std::optional<toolchain::LoadedModule> module;
-  std::optional<CompiledProgram> program;
-};
+using testing_support::Emulator;
+using testing_support::EmulatedDeviceMemory;
+using testing_support::EmulatedProgram;
+using testing_support::owned_stream;
 
 class EmulatedRunner : public ::testing::Test {
  protected:
-  void SetUp() override { emulator = &emulator_; }
-  void TearDown() override { emulator = nullptr; }
+  void TearDown() override { testing_support::emulator = nullptr; }
 
   EmulatedProgram make(const ir::Program& program, TransientMemoryMode mode = TransientMemoryMode::pool,
                        ExternalMemoryAllocator allocator = {}) {
     CompileOptions o;
-    o.backend = Backend::cuda;
     o.memory.mode = mode;
     o.memory.external_memory_allocator = std::move(allocator);
-    driver::CudaBuild built = driver::build_cuda_source(program, o);
-    toolchain::ModuleCache cache{std::filesystem::path{}};
-    auto loaded = cache.get_or_load(program.name, driver::cuda_emulation_source(built.source, 65535),
-                                    toolchain::default_compiler_config(false),
-                                    fmt::format("{}abi{}cuda-runner-emulation", passes::pipeline_description(), FF_ABI_VERSION));
-    EmulatedProgram out;
-    out.module.emplace(std::move(loaded.module));
-    emulator_.launch = reinterpret_cast<Emulator::Launch>(out.module->symbol("ff_emulate_launch"));
-    emulator_.symbols.clear();
-    for (const auto& l : built.source.launches) emulator_.symbols.push_back(l.symbol);
-    CompiledProgram::Impl::Image image;
-    image.program = program;
-    image.options = o;
-    image.options.layout = Layout::horizontal_fastest;
-    runtime::cuda::CudaRunnerOptions ro;
-    ro.program = program.name;
-    ro.cubin = "emulated";
-    ro.launches = built.source.launches;
-    ro.buffers = program.params.size() + built.schedule.transients.size();
-    ro.api = &emulated_api;
-    image.device = runtime::cuda::make_cuda_runner(std::move(ro));
-    image.schedule = std::move(built.schedule);
-    image.source = std::move(built.source.source);
-    out.program.emplace(std::make_unique<CompiledProgram::Impl>(std::move(image)));
-    return out;
+    return testing_support::compile_with_emulated_runtime(emulator_, program, o);
   }
 
   Emulator emulator_;

@@ -21,6 +21,7 @@
 #include "support/backend_harness.h"
 #ifdef FIELDFLOW_WITH_CUDA
 #include "runtime/cuda/cuda_device.h"
+#include "support/cuda_emulator.h"
 #include "toolchain/nvrtc_compiler.h"
 #endif
 
@@ -162,6 +163,19 @@ inline void compare_cuda_emulation_with_reference(const ir::Program& p, const Ar
       check("the CUDA device", [&] { compile(p, on_device)(args); }, originals, true);
     }
   }
+#ifdef FIELDFLOW_WITH_CUDA
+  if (emulate && !device_present()) {
+    // The runner and its binding too (host fields: copied in and back), on the emulated runtime,
+    // on copies of the arguments.
+    Emulator emulator;
+    EmulatedDeviceMemory memory(emulator);
+    std::list<Field> mine;
+    FieldPairs my_pairs;
+    Arguments my_args = copy_arguments(args, mine, my_pairs);
+    EmulatedProgram program = compile_with_emulated_runtime(emulator, p, options);
+    check("the CUDA runner on an emulated runtime", [&] { (*program.program)(my_args); }, my_pairs, false);
+  }
+#endif
   if (emulate) check("emulated CUDA", [&] { driver::compile_cuda_emulated(p, options)(args); }, originals, true);
   if (!emulate && !device_present()) run_reference(p, args);
 }

@@ -1,0 +1,188 @@
+#pragma once
+// A host emulation of the CUDA runtime calls the runner makes (runtime::cuda::CudaApi), so that a
+// Backend::cuda program's runner, binding and memory run without a device: device memory is host
+// memory the emulator knows by address (the allocation route's, and whatever a test registers),
+// and cudaLaunchKernel runs the program's generated kernels, compiled for the host, over the grid
+// the runner computed. One emulated program runs at a time. Used by tests/cuda's runner test and
+// by the language suite (cuda_harness.h). Builds with FIELDFLOW_WITH_CUDA (the runtime's types).
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "driver/cuda_build.h"
+#include "passes/pipeline.h"
+#include "runtime/compiled_program.h"
+#include "runtime/cuda/cuda_runner.h"
+#include "runtime/memory_route.h"
+#include "toolchain/compiler.h"
+#include "toolchain/module_cache.h"
+
+namespace fieldflow::testing_support {
+
+// What the emulated runtime saw.
+struct Emulator {
+  using Launch = void (*)(int, unsigned, unsigned, unsigned, const ff_call*);
+  Launch launch = nullptr;
+  std::vector<std::string> symbols;                 // the kernels a library has, by launch index
+  std::vector<std::pair<std::uintptr_t, std::size_t>> device;  // address ranges that are device memory
+  struct Copy {
+    std::size_t bytes;
+    bool from_device, to_device;
+  };
+  std::vector<Copy> copies;
+  std::vector<cudaStream_t> launch_streams, copy_streams;
+  int syncs = 0;
+  std::mutex mutex;
+
+  bool is_device(const void* p) {
+    std::lock_guard lock(mutex);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    return std::any_of(device.begin(), device.end(), [&](const auto& r) { return a >= r.first && a < r.first + r.second; });
+  }
+  void add_device(const void* p, std::size_t bytes) {
+    std::lock_guard lock(mutex);
+    device.emplace_back(reinterpret_cast<std::uintptr_t>(p), bytes);
+  }
+  void remove_device(const void* p) {
+    std::lock_guard lock(mutex);
+    std::erase_if(device, [&](const auto& r) { return r.first == reinterpret_cast<std::uintptr_t>(p); });
+  }
+  void forget_calls() {
+    copies.clear();
+    launch_streams.clear();
+    copy_streams.clear();
+    syncs = 0;
+  }
+};
+inline Emulator* emulator = nullptr;  // the one in use
+
+inline cudaStream_t const owned_stream = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x5151});
+
+inline const runtime::cuda::CudaApi emulated_api{
+    [](cudaLibrary_t* l, const std::string&) {
+      *l = reinterpret_cast<cudaLibrary_t>(emulator);
+      return cudaSuccess;
+    },
+    [](cudaLibrary_t) { return cudaSuccess; },
+    [](cudaKernel_t* k, cudaLibrary_t, const char* symbol) {
+      const auto& s = emulator->symbols;
+      const auto it = std::find(s.begin(), s.end(), symbol);
+      if (it == s.end()) return cudaErrorSymbolNotFound;
+      *k = reinterpret_cast<cudaKernel_t>(static_cast<std::uintptr_t>(it - s.begin() + 1));
+      return cudaSuccess;
+    },
+    [](cudaStream_t* s) {
+      *s = owned_stream;
+      return cudaSuccess;
+    },
+    [](cudaStream_t) { return cudaSuccess; },
+    [](cudaStream_t) {
+      ++emulator->syncs;
+      return cudaSuccess;
+    },
+    [](void* to, const void* from, std::size_t bytes, cudaStream_t s) {
+      std::memcpy(to, from, bytes);
+      emulator->copies.push_back({bytes, emulator->is_device(from), emulator->is_device(to)});
+      emulator->copy_streams.push_back(s);
+      return cudaSuccess;
+    },
+    [](cudaKernel_t k, dim3 grid, dim3 block, void** args, cudaStream_t s) {
+      emulator->launch_streams.push_back(s);
+      const int index = static_cast<int>(reinterpret_cast<std::uintptr_t>(k)) - 1;
+      emulator->launch(index, grid.x, grid.y, block.x, *static_cast<const ff_call* const*>(args[0]));
+      return cudaSuccess;
+    },
+    [](int* device) {
+      *device = 0;
+      return cudaSuccess;
+    },
+    [](cudaPointerAttributes* a, const void* p) {
+      *a = cudaPointerAttributes{};
+      a->type = emulator->is_device(p) ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
+      a->device = 0;
+      return cudaSuccess;
+    },
+};
+
+// The route's device memory: host memory the emulator knows as device memory.
+class EmulatedDeviceMemory {
+ public:
+  explicit EmulatedDeviceMemory(Emulator& e) {
+    runtime::DeviceMemoryBackend b;
+    b.name = "emulated CUDA";
+    b.allocate = [&e](std::size_t bytes, std::size_t alignment) -> void* {
+      void* p = std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
+      e.add_device(p, bytes);
+      return p;
+    };
+    b.free = [&e](void* p, std::size_t) {
+      e.remove_device(p);
+      std::free(p);
+    };
+    b.allocate_async = [&e](std::size_t bytes, void*) -> void* {
+      void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+      e.add_device(p, bytes);
+      return p;
+    };
+    b.free_async = [&e](void* p, std::size_t, void*) {
+      e.remove_device(p);
+      std::free(p);
+    };
+    runtime::set_device_memory_backend(Device::cuda, std::move(b));
+  }
+  ~EmulatedDeviceMemory() { runtime::set_device_memory_backend(Device::cuda, {}); }
+  EmulatedDeviceMemory(const EmulatedDeviceMemory&) = delete;
+  EmulatedDeviceMemory& operator=(const EmulatedDeviceMemory&) = delete;
+};
+
+// A cuda program whose runner talks to the emulated runtime; the module of host-compiled kernels
+// stays loaded with it.
+struct EmulatedProgram {
+  std::optional<toolchain::LoadedModule> module;
+  std::optional<CompiledProgram> program;
+};
+
+// Compiles `program` for Backend::cuda (options.backend is set) with `e` as its runtime; `e`
+// becomes the emulator in use.
+inline EmulatedProgram compile_with_emulated_runtime(Emulator& e, const ir::Program& program, CompileOptions o) {
+  emulator = &e;
+  o.backend = Backend::cuda;
+  if (!o.layout) o.layout = default_layout(Backend::cuda);
+  driver::CudaBuild built = driver::build_cuda_source(program, o);
+  toolchain::ModuleCache cache{std::filesystem::path{o.cache_dir}};
+  auto loaded = cache.get_or_load(program.name, driver::cuda_emulation_source(built.source, 65535),
+                                  toolchain::default_compiler_config(false),
+                                  fmt::format("{}abi{}cuda-runner-emulation", passes::pipeline_description(), FF_ABI_VERSION));
+  EmulatedProgram out;
+  out.module.emplace(std::move(loaded.module));
+  e.launch = reinterpret_cast<Emulator::Launch>(out.module->symbol("ff_emulate_launch"));
+  e.symbols.clear();
+  for (const auto& l : built.source.launches) e.symbols.push_back(l.symbol);
+  CompiledProgram::Impl::Image image;
+  image.program = program;
+  image.options = o;
+  runtime::cuda::CudaRunnerOptions ro;
+  ro.program = program.name;
+  ro.cubin = "emulated";
+  ro.launches = built.source.launches;
+  ro.buffers = program.params.size() + built.schedule.transients.size();
+  ro.stream = o.cuda_stream;
+  ro.api = &emulated_api;
+  image.device = runtime::cuda::make_cuda_runner(std::move(ro));
+  image.schedule = std::move(built.schedule);
+  image.source = std::move(built.source.source);
+  out.program.emplace(std::make_unique<CompiledProgram::Impl>(std::move(image)));
+  return out;
+}
+
+}  // namespace fieldflow::testing_support
