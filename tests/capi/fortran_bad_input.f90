@@ -142,6 +142,9 @@ program fortran_bad_input
   call ff_check(ff_set_field(hdiff, "out", b))
   call ff_check(ff_program_run(hdiff), "hdiff on a section")
   call expect(all(a == b), "the section gives the contiguous array's results")
+  ! ---- a cuda stream is for FF_BACKEND_CUDA handles only (c_null_ptr: the handle's own) -----------
+  call expect_status(ff_set_cuda_stream(hdiff, c_loc(allocator_calls)), FF_ERROR_OPTION, "FF_BACKEND_CUDA")
+  call ff_check(ff_set_cuda_stream(hdiff, c_null_ptr), "no stream")
   call ff_check(ff_program_destroy(hdiff))
   ! ---- an ahead-of-time program (tests/aot's Layout::any library) equals the JIT bit for bit ---
   o = defaults
