@@ -216,7 +216,6 @@ void CompiledProgram::Impl::describe_argument_spans() {
       table_spans[i] = {t->entries(), static_cast<std::size_t>(last + 1) * sizeof(std::int32_t)};
     }
   }
-  device_checked_fields = false;
 }
 
 void CompiledProgram::Impl::bind(const Arguments& args) {
@@ -269,10 +268,7 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
   check_reads();
   // Found once per binding, not per call: the fast path allocates nothing.
   checked_outputs = checked_in_kernel_outputs(image.schedule, binding.bound);
-  if (image.device) {
-    describe_argument_spans();
-    device_has_tables = false;
-  }
+  if (image.device) describe_argument_spans();
   binding.valid = true;  // only now: a rejected call must not leave a binding that skips the checks
 }
 
@@ -499,9 +495,7 @@ void CompiledProgram::Impl::call(const Arguments& args, const CallOptions& optio
                   image.options.parallel_threshold};
   if (image.device) {
     // Outputs come back only from a call without failed checks: nothing to save or restore.
-    error = image.device->run(c, {&param_names, &field_spans, &table_spans, !device_has_tables,
-                                  !device_checked_fields, stream});
-    device_has_tables = device_checked_fields = true;
+    error = image.device->run(c, {&param_names, &field_spans, &table_spans, stream});
   } else {
     save_outputs(checked_outputs, saved_outputs);
     run(&c);

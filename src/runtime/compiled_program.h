@@ -79,11 +79,9 @@ struct CompiledProgram::Impl {
   // restored when one fails, so a failed call leaves every argument unchanged.
   std::vector<Field*> checked_outputs;  // outputs of kernels that check reads while running
   std::vector<std::vector<std::byte>> saved_outputs;
-  // cuda backend: the memory of every field and table of the bound call; whether the device has
-  // the bound tables and has checked where the fields' memory is.
+  // cuda backend: the memory of every field and table of the bound call.
   std::vector<runtime::ArgumentSpan> field_spans, table_spans;
   std::vector<std::string> param_names;
-  bool device_has_tables = false, device_checked_fields = false;
 
  private:
   enum class Change { nothing, field_data, everything };

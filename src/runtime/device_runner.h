@@ -33,12 +33,6 @@ struct DeviceCall {
   const std::vector<std::string>* names = nullptr;  // parameter names, for messages
   const std::vector<ArgumentSpan>* fields = nullptr;
   const std::vector<ArgumentSpan>* tables = nullptr;
-  // Tables are the model's static mesh: copied to the device when a call binds them (first call,
-  // other tables), not on every call.
-  bool tables_changed = true;
-  // Field memory moved (or was bound) since the last call: the runner checks again that each
-  // field's memory is where the field says.
-  bool fields_changed = true;
   void* stream = nullptr;  // this call's stream; nullptr: the runner's stream()
 };
 
@@ -48,7 +42,9 @@ class DeviceRunner {
   // The stream of every launch, copy and stream-ordered allocation of a call without its own.
   virtual void* stream() const = 0;
   // Runs the call's kernels in order on the call's stream; returns the ff_error flags the
-  // kernels raised. A failed call changes no argument (host outputs are not copied back, saved
+  // kernels raised. Tables are the model's static mesh: copied to the device when a call gives
+  // other ones (address or size) than the last, not on every call; a field's memory is checked
+  // when its address differs from the last call's. A failed call changes no argument (host outputs are not copied back, saved
   // device outputs are restored), and the stream is synchronised before returning, so the
   // call's device work is complete. Throws ArgumentError when a field's memory is not where the
   // field says (before anything runs).

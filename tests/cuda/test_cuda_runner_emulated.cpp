@@ -21,6 +21,7 @@
 
 #include "driver/cpu_build.h"
 #include "driver/cuda_build.h"
+#include "fieldflow/device_errors.h"
 #include "fieldflow/dsl.h"
 #include "fieldflow/examples.h"
 #include "fieldflow/mesh.h"
@@ -299,6 +300,60 @@ TEST_F(EmulatedRunner, MemoryElsewhereThanTheFieldSaysIsRefusedBeforeAnythingRun
     EXPECT_TRUE(emulator_.launch_streams.empty()) << "nothing ran";
   }
   (*p.program)(d.args);
+}
+
+// A time loop that moves one view to other memory: only that field's memory is asked about
+// again; moved to host memory, it is refused before anything runs. Memory of another device is
+// refused too, and a failing CUDA call is a CudaError naming the call, the program and CUDA's error.
+TEST_F(EmulatedRunner, MovedViewsAreCheckedAgainAndCudaFailuresAreTypedErrors) {
+  const auto& ex = examples::example("laplacian");
+  EmulatedProgram p = make(ex.program);
+  auto inst = ex.make_instance({20, 10, 4}, Layout::horizontal_fastest, 2);
+  DeviceFields d(emulator_, inst);
+  (*p.program)(d.args);
+  emulator_.forget_calls();
+  (*p.program)(d.args);
+  EXPECT_EQ(emulator_.pointer_queries, 0) << "nothing moved";
+  Field& out = d.views.at("out");
+  void* const home = out.data();
+  std::vector<std::byte> other(inst.fields.at("out").span_bytes() + 64);
+  void* const elsewhere = other.data() + (64 - reinterpret_cast<std::uintptr_t>(other.data()) % 64) % 64;
+  emulator_.add_device(elsewhere, inst.fields.at("out").span_bytes());
+  out.set_view_data(elsewhere);
+  emulator_.forget_calls();
+  (*p.program)(d.args);
+  EXPECT_EQ(emulator_.pointer_queries, 1) << "only the field that moved";
+  out.set_view_data(inst.fields.at("out").data());  // host memory
+  emulator_.forget_calls();
+  try {
+    (*p.program)(d.args);
+    ADD_FAILURE() << "a Device::cuda view over host memory ran";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("field 'out' is a view over cuda memory"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(emulator_.launch_streams.empty()) << "nothing ran";
+  emulator_.remove_device(elsewhere);
+  out.set_view_data(home);
+  emulator_.device_of_memory = 1;
+  try {
+    (*p.program)(d.args);
+    ADD_FAILURE() << "memory of another device was accepted";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("field 'out' is memory of cuda device 1, but the program runs on device 0"),
+              std::string::npos)
+        << e.what();
+  }
+  emulator_.device_of_memory = 0;
+  emulator_.launch_result = cudaErrorLaunchFailure;
+  try {
+    (*p.program)(d.args);
+    ADD_FAILURE() << "a failed launch went unnoticed";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("cudaLaunchKernel failed for program 'laplacian"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cudaErrorLaunchFailure"), std::string::npos) << e.what();
+  }
+  emulator_.launch_result = cudaSuccess;
+  (*p.program)(d.args);  // and the instance runs again
 }
 
 TEST_F(EmulatedRunner, APerCallStreamCarriesTheCallsWork) {

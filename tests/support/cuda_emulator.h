@@ -42,6 +42,9 @@ struct Emulator {
   std::vector<Copy> copies;
   std::vector<cudaStream_t> launch_streams, copy_streams;
   int syncs = 0;
+  int pointer_queries = 0;           // cudaPointerGetAttributes calls
+  int device_of_memory = 0;          // the device its device memory says it belongs to
+  cudaError_t launch_result = cudaSuccess;  // what cudaLaunchKernel answers (without running)
   std::mutex mutex;
 
   bool is_device(const void* p) {
@@ -62,6 +65,7 @@ struct Emulator {
     launch_streams.clear();
     copy_streams.clear();
     syncs = 0;
+    pointer_queries = 0;
   }
 };
 inline Emulator* emulator = nullptr;  // the one in use
@@ -97,6 +101,7 @@ inline const runtime::cuda::CudaApi emulated_api{
       return cudaSuccess;
     },
     [](cudaKernel_t k, dim3 grid, dim3 block, void** args, cudaStream_t s) {
+      if (emulator->launch_result != cudaSuccess) return emulator->launch_result;
       emulator->launch_streams.push_back(s);
       const int index = static_cast<int>(reinterpret_cast<std::uintptr_t>(k)) - 1;
       emulator->launch(index, grid.x, grid.y, block.x, *static_cast<const ff_call* const*>(args[0]));
@@ -109,7 +114,8 @@ inline const runtime::cuda::CudaApi emulated_api{
     [](cudaPointerAttributes* a, const void* p) {
       *a = cudaPointerAttributes{};
       a->type = emulator->is_device(p) ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
-      a->device = 0;
+      ++emulator->pointer_queries;
+      a->device = emulator->device_of_memory;
       return cudaSuccess;
     },
 };

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <utility>
 
 #include "fieldflow/device_errors.h"
 #include "fieldflow/errors.h"
@@ -97,7 +98,7 @@ class CudaRunner final : public DeviceRunner {
     const std::vector<ArgumentSpan>& fields = *call.fields;
     const std::vector<ArgumentSpan>& tables = *call.tables;
     cudaStream_t stream = call.stream ? static_cast<cudaStream_t>(call.stream) : stream_;
-    if (call.fields_changed) check_field_memory(fields, *call.names);
+    check_field_memory(fields, *call.names);
     field_copies_.resize(fields.size());
     saved_outputs_.resize(fields.size());
     table_copies_.resize(tables.size());
@@ -122,11 +123,15 @@ class CudaRunner final : public DeviceRunner {
     }
     std::vector<ff_table>& staged_tables = staged_tables_;
     staged_tables.assign(c.tables, c.tables + tables.size());
+    copied_tables_.resize(tables.size());
     for (std::size_t i = 0; i < tables.size(); ++i) {
       if (!tables[i].data || tables[i].bytes == 0) continue;
-      if (call.tables_changed) {
+      const std::pair<const void*, std::size_t> table{tables[i].data, tables[i].bytes};
+      if (copied_tables_[i] != table) {
+        copied_tables_[i] = {};  // until the copy below succeeded
         table_copies_[i].ensure(tables[i].bytes, label("table", i));
         copy(table_copies_[i].pointer, tables[i].data, tables[i].bytes, stream);
+        copied_tables_[i] = table;
       }
       staged_tables[i].data = static_cast<const std::int32_t*>(table_copies_[i].pointer);
     }
@@ -204,14 +209,20 @@ class CudaRunner final : public DeviceRunner {
   }
 
   // Each field's memory is where the field says: device (or managed) memory of this runner's
-  // device for a Device::cuda view, not device memory for a host field. Checked when fields are
-  // bound or move (cudaPointerGetAttributes costs about a microsecond), before anything runs.
-  void check_field_memory(const std::vector<ArgumentSpan>& fields, const std::vector<std::string>& names) const {
-    int current = 0;
-    check(api_.get_device(&current), "cudaGetDevice", o_.program);
+  // device for a Device::cuda view, not device memory for a host field. Checked before anything
+  // runs, for the fields whose address (or kind) differs from the last call's: a time loop that
+  // swaps one view's memory pays one cudaPointerGetAttributes (about a microsecond), not one per
+  // field.
+  void check_field_memory(const std::vector<ArgumentSpan>& fields, const std::vector<std::string>& names) {
+    checked_fields_.resize(fields.size());
+    int current = -1;
     for (std::size_t i = 0; i < fields.size(); ++i) {
       const ArgumentSpan& f = fields[i];
       if (!f.data || f.bytes == 0) continue;
+      const std::pair<const void*, bool> field{f.data, f.on_device};
+      if (checked_fields_[i] == field) continue;
+      checked_fields_[i] = {};
+      if (current < 0) check(api_.get_device(&current), "cudaGetDevice", o_.program);
       cudaPointerAttributes a{};
       check(api_.pointer_attributes(&a, f.data), "cudaPointerGetAttributes", o_.program);
       const bool device = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
@@ -227,6 +238,7 @@ class CudaRunner final : public DeviceRunner {
         throw ArgumentError(fmt::format("program '{}': field '{}' is a host field (Device::cpu), but its data {} is "
                                         "cuda device memory; create the view with Device::cuda", o_.program,
                                         names[i], f.data));
+      checked_fields_[i] = field;
     }
   }
 
@@ -242,6 +254,8 @@ class CudaRunner final : public DeviceRunner {
   std::vector<ff_table> staged_tables_;
   std::vector<std::byte> staged_;
   std::vector<std::byte> uploaded_;  // what the descriptor block holds now
+  std::vector<std::pair<const void*, bool>> checked_fields_;          // address, on_device: memory checked
+  std::vector<std::pair<const void*, std::size_t>> copied_tables_;    // address, bytes: on the device
   std::int32_t last_error_ = 0;      // the flags the last call's kernels raised
   bool can_fail_ = false;            // a kernel checks reads while running
 };
