@@ -5,6 +5,8 @@
 
 #include "cli/commands.h"
 #include "codegen/cpu/generate_cpu.h"
+#include "codegen/cuda/generate_cuda.h"
+#include "fieldflow/compile.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/examples.h"
 #include "passes/pipeline.h"
@@ -36,11 +38,31 @@ std::string dot_graph(const ir::Schedule& s) {
   return g + "}\n";
 }
 
-void run_inspect(const std::string& name, const std::string& after, const std::string& dot, const std::string& layout) {
+// The CUDA kernels and, per launch, the grid the runtime gives it (the source alone does not say
+// which dimension runs along x and which are flattened along y).
+std::string cuda_listing(const ir::Schedule& s) {
+  const codegen::CudaSource cuda = codegen::generate_cuda_source(s);
+  std::string out;
+  for (const auto& l : cuda.launches) {
+    std::string ys;
+    for (int a : l.y_axes) ys += fmt::format("{}{}", ys.empty() ? "" : ", ", a);
+    out += fmt::format("// launch {}: kernel {}, {} threads per block, x = loop dimension {}, y = [{}]{}\n", l.symbol,
+                       l.kernel, l.block_x, l.x_axis, ys, l.raises_errors ? ", checks reads" : "");
+  }
+  return out + cuda.source;
+}
+
+void run_inspect(const std::string& name, const std::string& after, const std::string& dot, const std::string& layout,
+                 const std::string& backend) {
   const auto& ex = examples::example(name);
+  const Backend b = parse_backend(backend);
+  if (b == Backend::reference)
+    throw ArgumentError("inspect --backend: the reference executor generates no source; expected cpu or cuda");
   fmt::print("== IR ==\n{}\n", ir::print(ex.program));
   passes::PipelineOptions po;
-  po.layout = parse_layout(layout);
+  // The layout each backend takes by default (horizontal unit stride on the GPU) unless given.
+  po.layout = layout.empty() ? default_layout(b) : parse_layout(layout);
+  po.target = b == Backend::cuda ? Device::cuda : Device::cpu;
   bool found = after.empty();
   po.after_pass = [&](const std::string& pass, const ir::Schedule& s, bool changed, double seconds) {
     if (pass != after) return;
@@ -52,7 +74,8 @@ void run_inspect(const std::string& name, const std::string& after, const std::s
   if (!found)
     throw ArgumentError(fmt::format("--after: no pass named '{}'; the pipeline is {}", after, passes::pipeline_description()));
   if (after.empty()) fmt::print("== schedule ==\n{}\n", s.print());
-  fmt::print("== generated source ==\n{}", codegen::generate_cpu_source(s));
+  fmt::print("== generated source ({}, {}) ==\n{}", backend, to_string(po.layout),
+             b == Backend::cuda ? cuda_listing(s) : codegen::generate_cpu_source(s));
   if (!dot.empty()) {
     std::ofstream(dot) << dot_graph(s);
     fmt::print("\nwrote {}\n", dot);
@@ -66,12 +89,15 @@ void add_inspect(CLI::App& app) {
   auto name = std::make_shared<std::string>();
   auto after = std::make_shared<std::string>();
   auto dot = std::make_shared<std::string>();
-  auto layout = std::make_shared<std::string>("vertical_fastest");
+  auto layout = std::make_shared<std::string>();
+  auto backend = std::make_shared<std::string>("cpu");
   cmd->add_option("program", *name, "Built-in program name (see `fieldflow demo`)")->required();
   cmd->add_option("--after", *after, "Print the schedule after this pass (e.g. select_transients)");
   cmd->add_option("--dot", *dot, "Write the schedule as a Graphviz DOT graph to this file");
-  cmd->add_option("--layout", *layout, "vertical_fastest or horizontal_fastest");
-  cmd->callback([=] { run_inspect(*name, *after, *dot, *layout); });
+  cmd->add_option("--layout", *layout,
+                  "vertical_fastest or horizontal_fastest (default: the backend's, horizontal_fastest on cuda)");
+  cmd->add_option("--backend", *backend, "cpu (C++ with OpenMP) or cuda (CUDA C++; no device or toolkit needed)");
+  cmd->callback([=] { run_inspect(*name, *after, *dot, *layout, *backend); });
 }
 
 }  // namespace fieldflow::cli
