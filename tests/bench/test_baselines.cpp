@@ -22,9 +22,12 @@
 #include "fieldflow/errors.h"
 #include "fieldflow/examples.h"
 #include "fieldflow/reference.h"
+#include "support/instance_bits.h"
 
 namespace fieldflow::bench {
 namespace {
+
+using testing_support::expect_same_bits;
 
 struct Case {
   std::string program;
@@ -61,26 +64,6 @@ std::vector<Case> all_cases() {
 }
 
 class Baseline : public ::testing::TestWithParam<Case> {};
-
-// Every field of `actual` (a baseline's instance) equals `expected` (the reference's) bit for bit.
-void expect_same_bits(const examples::ExampleInstance& expected, const examples::ExampleInstance& actual,
-                      const std::string& program) {
-  for (const auto& [name, want] : expected.fields) {
-    const Field& got = actual.fields.at(name);
-    ASSERT_EQ(want.size(), got.size()) << name;
-    std::int64_t bad = 0;
-    double worst = 0;
-    for (std::int64_t i = 0; i < want.size(); ++i) {
-      const double w = want.get_as_double(i), g = got.get_as_double(i);
-      if (std::bit_cast<std::uint64_t>(w) != std::bit_cast<std::uint64_t>(g)) {
-        ++bad;
-        worst = std::max(worst, std::abs(w - g) / std::max({std::abs(w), std::abs(g), 1e-300}));
-      }
-    }
-    EXPECT_EQ(bad, 0) << program << ": field '" << name << "' differs from the reference at " << bad
-                      << " elements (not bit for bit; worst relative error " << worst << ")";
-  }
-}
 
 // Binds the baseline of `program` to `actual` and calls it twice on 3 threads.
 void run_baseline_twice(const std::string& program, examples::ExampleInstance& actual) {
