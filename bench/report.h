@@ -43,12 +43,17 @@ struct ReportSettings {
   // is rejected (the medians are taken over the others).
   double max_others_cpu = 0.1;
   nlohmann::json idle_wait;  // what wait_until_idle found: idle, waited_s, others_cpu, message
+  nlohmann::json gpu;        // the GPU suite's device (cuda_device_info); null for the CPU suite
 };
 
 // Targets of docs/performance.md, checked in the report's "targets" list (never in tests).
 inline constexpr double target_call_overhead_us = 1.0;
 inline constexpr double target_cold_compile_s = 0.5;
 inline constexpr double target_warm_load_s = 1e-3;
+// GPU (issue 10): fieldflow against hand-written CUDA, and the bandwidth-bound kernels (hdiff,
+// nabla4, c2e2co_sum) against the device's copy of their own bytes.
+inline constexpr double target_cuda_vs_handwritten = 0.9;
+inline constexpr double target_cuda_vs_copy = 0.8;
 
 std::vector<double> load_average();  // /proc/loadavg: 1, 5, 15 minutes (empty elsewhere)
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_suite.h"
 #include "quiet.h"
 #include "report.h"
 
@@ -18,7 +19,7 @@ nlohmann::json run_suite(const RunOptions& options) {
   suite.aggregates_only = false;  // the reporter computes medians from every repetition
   // The machine's copy probes always run (machine.copy_gbps); each selected configuration brings
   // its same-bytes copy along (register_suite).
-  suite.filter = options.filter.empty() ? "" : "^copy/|" + options.filter;
+  suite.filter = options.filter.empty() ? "" : "^(cuda/)?copy/|" + options.filter;
   register_suite(suite);
 
   // Google Benchmark takes its settings as flags.
@@ -44,6 +45,7 @@ nlohmann::json run_suite(const RunOptions& options) {
   settings.load_before = load_before;
   settings.interleaved = suite.interleave;
   settings.max_others_cpu = options.max_others_cpu;
+  if (suite.device == Device::cuda) settings.gpu = cuda_device_info();
   settings.idle_wait = nlohmann::json{{"idle", idle.idle},
                                       {"waited_s", idle.waited_s},
                                       {"others_cpu", idle.others_cpu},

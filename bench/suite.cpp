@@ -20,6 +20,8 @@
 #include <regex>
 
 #include "baselines.h"
+#include "cuda_suite.h"
+#include "registration.h"
 #include "fieldflow/compile.h"
 #include "fieldflow/errors.h"
 #include "quiet.h"
@@ -124,10 +126,6 @@ CompiledProgram& program_for(ConfigState& cs, const std::string& program, Transi
     (*slot)(cs.args);  // installs persistent / external memory, warms the pool
   }
   return *slot;
-}
-
-void set_bytes(benchmark::State& st, double bytes) {
-  st.SetBytesProcessed(static_cast<std::int64_t>(bytes) * st.iterations());
 }
 
 // --- case bodies -----------------------------------------------------------------------------
@@ -273,6 +271,8 @@ bool has_transients(const std::string& program, Layout layout) {
   return known[{program, layout}] = any;
 }
 
+}  // namespace
+
 double min_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
 
 benchmark::internal::Benchmark* common(benchmark::internal::Benchmark* b, const SuiteOptions& o) {
@@ -289,7 +289,9 @@ CaseInfo& add_case(CaseInfo info) {
   return reg.back();
 }
 
-}  // namespace
+void set_bytes(benchmark::State& st, double bytes) {
+  st.SetBytesProcessed(static_cast<std::int64_t>(bytes) * st.iterations());
+}
 
 SuiteOptions SuiteOptions::quick_defaults() {
   SuiteOptions o;
@@ -334,6 +336,10 @@ std::vector<KernelConfig> kernel_configs(bool quick) {
 }
 
 std::size_t register_suite(const SuiteOptions& o) {
+  if (o.device == Device::cuda) return register_cuda_suite(o);
+  if (o.device != Device::cpu)
+    throw OptionError(fmt::format("fieldflow bench: no benchmark suite for device {}; expected cpu or cuda",
+                                  to_string(o.device)));
   std::size_t count = 0;
   state().keep_all = o.interleave;
   const double min_time = o.min_time;
@@ -468,6 +474,7 @@ std::size_t register_suite(const SuiteOptions& o) {
 }
 
 void release_suite_state() {
+  release_cuda_suite_state();
   State& s = state();
   s.configs.clear();
   s.dram_copy.reset();

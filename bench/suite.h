@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fieldflow/device.h"
 #include "fieldflow/examples.h"
 #include "fieldflow/field.h"
 #include "fieldflow/memory.h"
@@ -29,6 +30,8 @@ struct SuiteOptions {
   // Only cases whose name matches this regular expression are registered (empty: all); the
   // machine's copy probes always are.
   std::string filter;
+  // Device::cuda: the GPU suite instead (cuda_suite.h).
+  Device device = Device::cpu;
   // Quick defaults: 2 repetitions, 0.01 s, 1 cold compile.
   static SuiteOptions quick_defaults();
 };
@@ -52,6 +55,7 @@ struct CaseInfo {
   std::string program;
   std::string variant;  // "fieldflow" | "handwritten" | "copy"
   std::string mode;     // transient memory mode, "none" for hand-written code and copies
+  std::string device = "cpu";  // where it runs: "cpu" or "cuda"
   // A fieldflow kernel of a program without transients: the module is the same in every mode,
   // so it runs once (in pool mode) and stands for all four.
   bool mode_independent = false;

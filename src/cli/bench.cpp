@@ -21,7 +21,7 @@ namespace fieldflow::cli {
 namespace {
 
 struct BenchArgs {
-  std::string json_file, plot_file, table_file, filter, from_json;
+  std::string json_file, plot_file, table_file, filter, from_json, device = "cpu";
   bool quick = false, sequential = false;
   int repetitions = 0;
   double min_time = 0;
@@ -51,6 +51,7 @@ void run_bench(const BenchArgs& a) {
     if (a.repetitions > 0) o.suite.repetitions = a.repetitions;
     if (a.min_time > 0) o.suite.min_time = a.min_time;
     o.suite.interleave = !a.sequential;
+    o.suite.device = a.device == "cuda" ? Device::cuda : Device::cpu;
     o.filter = a.filter;
     o.wait_idle_s = a.wait_idle;
     o.max_others_cpu = a.max_others_cpu;
@@ -90,6 +91,10 @@ void add_bench(CLI::App& app) {
                   "A repetition during which other processes used more CPUs than this is rejected, and the "
                   "machine counts as idle below it (default 0.1)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", a->device,
+                  "cpu: the host suite; cuda: the GPU suite (hdiff, vadv, nabla4, c2e2co_sum on device fields "
+                  "against hand-written CUDA and the device's copy; needs a device)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--from-json", a->from_json, "Do not run: render the table / plot of an earlier report");
   cmd->callback([a] { run_bench(*a); });
 }

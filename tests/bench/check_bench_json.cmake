@@ -55,7 +55,7 @@ math(EXPR last "${n} - 1")
 set(vadv_modes "")
 foreach(i RANGE ${last})
   string(JSON r GET "${report}" results ${i})
-  require_keys("${r}" "results[${i}]" program variant mode mode_independent layout size median_s min_s repetitions
+  require_keys("${r}" "results[${i}]" program device variant mode mode_independent layout size median_s min_s repetitions
     rejected_repetitions all_disturbed compulsory_bytes gbps vs_copy vs_handwritten)
   string(JSON program GET "${r}" program)
   if(NOT program MATCHES "^(laplacian|vadv)$")
@@ -94,7 +94,7 @@ endif()
 math(EXPR last "${n} - 1")
 foreach(i RANGE ${last})
   string(JSON c GET "${report}" configurations ${i})
-  require_keys("${c}" "configurations[${i}]" program layout size compulsory_bytes copy_gbps transients modes_collapsed
+  require_keys("${c}" "configurations[${i}]" program device layout size compulsory_bytes copy_gbps transients modes_collapsed
     spread_persistent_pool_external)
   require_positive("${c}" "configurations[${i}]" copy_gbps)
   string(JSON program GET "${c}" program)

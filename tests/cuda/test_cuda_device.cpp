@@ -17,6 +17,7 @@
 #include "fieldflow/fieldflow.h"
 #include "fieldflow_aot_aot_test_cuda_fvm_nabla.h"
 #include "fieldflow_aot_aot_test_cuda_hdiff.h"
+#include "cuda_kernels.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/memory_test_support.h"
 #include "support/backend_harness.h"
@@ -413,6 +414,46 @@ TEST(CudaDeviceFields, InKernelFailureRestoresDeviceOutputs) {
 }
 
 // A stream given per call carries that call's work; calls on two streams give the reference.
+// The GPU benchmark's yardstick (bench/cuda/baselines.cu, compiled by NVRTC for this device)
+// computes what the programs compute, bit for bit, on device fields: sizes with partial blocks,
+// one level, runs of levels with a remainder, the bounded mesh's missing neighbours. (The same
+// kernels run on the host under an emulated grid in tests/bench/test_cuda_baselines.cpp.)
+TEST(CudaDevice, HandWrittenBaselinesEqualTheReference) {
+  REQUIRE_DEVICE();
+  const bench::CudaBaselineKernels kernels;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for (const auto& [program, size] :
+       {std::pair<const char*, examples::ExampleSize>{"hdiff", {37, 11, 3}}, {"hdiff", {70, 9, 1}},
+        {"vadv", {70, 3, 5}}, {"vadv", {33, 4, 1}}, {"nabla4", {9, 7, 19, true}}, {"nabla4", {12, 10, 17}},
+        {"c2e2co_sum", {9, 7, 19, true}}, {"c2e2co_sum", {12, 10, 17}}}) {
+    SCOPED_TRACE(program);
+    const auto& ex = examples::example(program);
+    auto ref = ex.make_instance(size, Layout::horizontal_fastest, 5);
+    auto gpu = ex.make_instance(size, Layout::horizontal_fastest, 5);
+    run_reference(ex.program, ref.arguments());
+    DeviceFields device(gpu);
+    std::map<std::string, std::unique_ptr<DeviceBuffer>> tables;
+    for (const auto& t : gpu.connectivities) {
+      const auto& data = gpu.mesh->table(t).data;
+      auto& b = tables[t] = std::make_unique<DeviceBuffer>(data.size() * sizeof(std::int32_t));
+      ASSERT_EQ(cudaMemcpy(b->p, data.data(), data.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    DeviceBuffer scratch(std::max<std::size_t>(bench::cuda_baseline_scratch_bytes(program, gpu), 256));
+    bench::CudaBaselineMemory memory;
+    memory.field = [&](const std::string& name) { return device.buffers.at(name)->p; };
+    memory.table = [&](const std::string& name) { return static_cast<const std::int32_t*>(tables.at(name)->p); };
+    memory.scratch = scratch.p;
+    const bench::CudaBaselineLaunch launch = bench::plan_cuda_baseline(program, gpu, memory);
+    kernels.launch(launch, stream);
+    kernels.launch(launch, stream);  // the second call over the same memory gives the same result
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    device.copy_back(gpu);
+    for (auto& [name, field] : ref.fields) EXPECT_TRUE(same_bits(field, gpu.fields.at(name), ex.name + "." + name));
+  }
+  cudaStreamDestroy(stream);
+}
+
 TEST(CudaDevice, PerCallStreams) {
   REQUIRE_DEVICE();
   cudaStream_t s[2] = {nullptr, nullptr};

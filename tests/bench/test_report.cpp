@@ -1,0 +1,112 @@
+// The benchmark report keeps the CPU and GPU suites apart: a configuration's ratios use its own
+// device's hand-written time and same-bytes copy, the machine's copy bandwidth is the host's, the
+// device's is reported against its peak, and the GPU targets (>= 0.9 of hand-written CUDA,
+// bandwidth-bound kernels >= 0.8 of the device copy) apply to GPU results only. The timings are
+// made up here, so every expected ratio is computed from them in the test.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "report.h"
+
+namespace fieldflow::bench {
+namespace {
+
+CaseInfo kernel_case(const std::string& device, const std::string& program, const std::string& variant,
+                     const std::string& mode, CaseKind kind = CaseKind::kernel) {
+  CaseInfo c;
+  c.device = device;
+  c.program = program;
+  c.variant = variant;
+  c.mode = mode;
+  c.kind = kind;
+  c.layout = "horizontal_fastest";
+  c.size = "256x256x80";
+  c.compulsory_bytes = 1e9;
+  c.name = device + "/" + program + "/" + variant + "/" + mode;
+  return c;
+}
+
+const nlohmann::json* find_result(const nlohmann::json& report, const std::string& device, const std::string& program,
+                                  const std::string& variant, const std::string& mode) {
+  for (const auto& r : report.at("results"))
+    if (r.at("device") == device && r.at("program") == program && r.at("variant") == variant && r.at("mode") == mode)
+      return &r;
+  return nullptr;
+}
+
+const nlohmann::json* find_target(const nlohmann::json& report, const std::string& name) {
+  for (const auto& t : report.at("targets"))
+    if (t.at("name") == name) return &t;
+  return nullptr;
+}
+
+TEST(BenchReport, KeepsTheCpuAndGpuSuitesApart) {
+  std::vector<CaseInfo> cases;
+  Samples samples;
+  auto add = [&](CaseInfo c, double seconds) {
+    samples.seconds[c.name] = {seconds, seconds};
+    cases.push_back(std::move(c));
+  };
+  CaseInfo probe = kernel_case("cpu", "copy", "copy", "none", CaseKind::copy);
+  probe.compulsory_bytes = 2e9;
+  add(probe, 0.1);  // 20 GB/s
+  CaseInfo gpu_probe = kernel_case("cuda", "copy", "copy", "none", CaseKind::copy);
+  gpu_probe.compulsory_bytes = 2e9;
+  add(gpu_probe, 0.0005);  // 4000 GB/s
+  for (const char* program : {"hdiff", "vadv"}) {
+    // Host: 1 GB per call; copy 0.05 s, hand-written 0.06 s, fieldflow 0.062 s.
+    add(kernel_case("cpu", program, "copy", "none", CaseKind::case_copy), 0.05);
+    add(kernel_case("cpu", program, "handwritten", "none"), 0.06);
+    add(kernel_case("cpu", program, "fieldflow", "pool"), 0.062);
+    // Device: copy 0.3 ms, hand-written 0.4 ms, fieldflow 0.5 ms (pool) and 0.42 ms (external).
+    add(kernel_case("cuda", program, "copy", "none", CaseKind::case_copy), 0.0003);
+    add(kernel_case("cuda", program, "handwritten", "none"), 0.0004);
+    add(kernel_case("cuda", program, "fieldflow", "pool"), 0.0005);
+    add(kernel_case("cuda", program, "fieldflow", "external"), 0.00042);
+  }
+  ReportSettings settings;
+  settings.gpu = nlohmann::json{{"name", "Test GPU"}, {"arch", "sm_90"}, {"hbm_peak_gbps", 5000.0}};
+  const nlohmann::json report = make_report(cases, samples, settings);
+
+  EXPECT_DOUBLE_EQ(report.at("machine").at("copy_gbps").get<double>(), 2e9 / 0.1 / 1e9);
+  EXPECT_DOUBLE_EQ(report.at("gpu").at("copy_gbps").get<double>(), 2e9 / 0.0005 / 1e9);
+  EXPECT_DOUBLE_EQ(report.at("gpu").at("copy_vs_peak").get<double>(), 4000.0 / 5000.0);
+  EXPECT_EQ(report.at("configurations").size(), 4u);  // two programs on two devices
+
+  const auto* cpu = find_result(report, "cpu", "hdiff", "fieldflow", "pool");
+  const auto* gpu = find_result(report, "cuda", "hdiff", "fieldflow", "pool");
+  ASSERT_TRUE(cpu && gpu);
+  EXPECT_DOUBLE_EQ(cpu->at("vs_handwritten").get<double>(), 0.06 / 0.062);
+  EXPECT_DOUBLE_EQ(gpu->at("vs_handwritten").get<double>(), 0.0004 / 0.0005);
+  EXPECT_DOUBLE_EQ(gpu->at("vs_copy").get<double>(), (1e9 / 0.0005) / (1e9 / 0.0003));
+
+  // GPU targets: vs hand-written 0.9 (pool 0.8 missed, external 0.95 met); vs copy 0.8 for hdiff
+  // (bandwidth-bound), none for vadv (a latency-bound column solver).
+  const auto* hw_pool = find_target(report, "vs_handwritten/hdiff (cuda)/horizontal_fastest/256x256x80/pool");
+  const auto* hw_ext = find_target(report, "vs_handwritten/hdiff (cuda)/horizontal_fastest/256x256x80/external");
+  const auto* copy_ext = find_target(report, "vs_copy/hdiff (cuda)/horizontal_fastest/256x256x80/external");
+  ASSERT_TRUE(hw_pool && hw_ext && copy_ext) << report.at("targets").dump(1);
+  EXPECT_DOUBLE_EQ(hw_pool->at("target").get<double>(), target_cuda_vs_handwritten);
+  EXPECT_FALSE(hw_pool->at("met").get<bool>());
+  EXPECT_TRUE(hw_ext->at("met").get<bool>());
+  EXPECT_DOUBLE_EQ(copy_ext->at("measured").get<double>(), 0.0003 / 0.00042);
+  EXPECT_FALSE(copy_ext->at("met").get<bool>());  // 0.71 < 0.8
+  EXPECT_EQ(find_target(report, "vs_copy/vadv (cuda)/horizontal_fastest/256x256x80/pool"), nullptr);
+  EXPECT_EQ(find_target(report, "vs_copy/hdiff/horizontal_fastest/256x256x80/pool"), nullptr);  // no CPU vs_copy target
+  // The CPU's own target for hdiff is unchanged (>= 1.0 of hand-written).
+  const auto* cpu_hw = find_target(report, "vs_handwritten/hdiff/horizontal_fastest/256x256x80/pool");
+  ASSERT_TRUE(cpu_hw);
+  EXPECT_DOUBLE_EQ(cpu_hw->at("target").get<double>(), 1.0);
+
+  const std::string tables = markdown_tables(report);
+  EXPECT_NE(tables.find("GPU: Test GPU (sm_90), HBM peak 5000 GB/s, device copy 4000 GB/s (0.80 of peak)"),
+            std::string::npos)
+      << tables;
+  EXPECT_NE(tables.find("| hdiff (cuda) | hf | 256x256x80 |"), std::string::npos) << tables;
+  EXPECT_NE(tables.find("| hdiff | hf | 256x256x80 |"), std::string::npos) << tables;
+  EXPECT_NE(svg_plot(report).find("hdiff (cuda) hf 256x256x80"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fieldflow::bench
