@@ -18,6 +18,7 @@
 
 #include "cuda_kernels.h"
 #include "fieldflow/compile.h"
+#include "quiet.h"
 #include "registration.h"
 #include "runtime/cuda/cuda_device.h"
 #endif
@@ -154,8 +155,13 @@ GpuConfig& gpu_config(const KernelConfig& c) {
   return *s.configs.emplace(key, std::move(g)).first->second;
 }
 
+// The timed loop, with the quiet-run protocol's probe (a repetition during which other processes
+// kept the host's CPUs busy is rejected: launches and synchronisation run on the host).
 void timed(benchmark::State& st, const std::function<void()>& call, double bytes) {
+  RepetitionProbe probe;
+  probe.start();
   for (auto _ : st) call();
+  probe.stop(st);
   set_bytes(st, bytes);
 }
 
