@@ -46,9 +46,6 @@ nlohmann::json cuda_device_info() { return nlohmann::json::object(); }
 
 namespace {
 
-const TransientMemoryMode all_modes[] = {TransientMemoryMode::scoped, TransientMemoryMode::persistent,
-                                         TransientMemoryMode::pool, TransientMemoryMode::external};
-
 // Device memory owned by the suite (cudaMalloc: 256-byte aligned).
 struct DeviceBuffer {
   void* p = nullptr;
@@ -300,47 +297,18 @@ std::size_t register_cuda_suite(const SuiteOptions& o) {
   };
   add_probe("start");
 
-  for (const KernelConfig& kc : cuda_kernel_configs(o.quick)) {
-    const auto& ex = examples::example(kc.program);
-    auto describe = [&](CaseKind kind, const std::string& variant, const std::string& mode) {
-      CaseInfo c;
-      c.name = fmt::format("cuda/{}/{}/{}/{}/{}", kc.program, variant, mode, to_string(kc.layout), kc.size_text());
-      c.kind = kind;
-      c.program = kc.program;
-      c.variant = variant;
-      c.mode = mode;
-      c.device = "cuda";
-      c.layout = std::string(to_string(kc.layout));
-      c.size = kc.size_text();
-      c.compulsory_bytes = ex.compulsory_bytes(kc.size);
-      return c;
-    };
-    std::vector<CaseInfo> cases;
-    if (has_cuda_baseline(kc.program)) cases.push_back(describe(CaseKind::kernel, "handwritten", "none"));
-    for (TransientMemoryMode mode : all_modes)
-      cases.push_back(describe(CaseKind::kernel, "fieldflow", std::string(to_string(mode))));
-    if (std::none_of(cases.begin(), cases.end(), [&](const CaseInfo& c) { return selected(c.name); })) continue;
-    // Whether the program keeps transients on the GPU (lowered for the device, no device call).
-    const CompiledProgram probe_compile = compile(ex.program, cuda_options(TransientMemoryMode::pool));
-    auto small = ex.make_instance(ex.unstructured ? examples::ExampleSize{4, 4, 3} : examples::ExampleSize{6, 6, 3},
-                                  kc.layout, 1);
-    const bool transients =
-        !probe_compile.memory_plan(size_symbols(ex.program, small.arguments())).transients.empty();
-    for (CaseInfo& c : cases) c.mode_independent = c.variant == "fieldflow" && !transients;
-    std::erase_if(cases, [](const CaseInfo& c) { return c.mode_independent && c.mode != "pool"; });
-    const CaseInfo copy = describe(CaseKind::case_copy, "copy", "none");
-    add(copy, [kc, bytes = copy.compulsory_bytes](benchmark::State& st) { run_case_copy(st, kc, bytes); });
-    for (const CaseInfo& c : cases) {
-      if (!selected(c.name)) continue;
+  for (const KernelConfig& kc : cuda_kernel_configs(o.quick))
+    for (const CaseInfo& c : configuration_cases(kc, Backend::cuda, has_cuda_baseline(kc.program), selected)) {
       const std::string name = c.name;
-      if (c.variant == "handwritten")
+      if (c.kind == CaseKind::case_copy)
+        add(c, [kc, bytes = c.compulsory_bytes](benchmark::State& st) { run_case_copy(st, kc, bytes); });
+      else if (c.variant == "handwritten")
         add(c, [kc, bytes = c.compulsory_bytes](benchmark::State& st) { run_handwritten(st, kc, bytes); });
       else
         add(c, [kc, mode = parse_transient_memory_mode(c.mode), name](benchmark::State& st) {
           run_fieldflow(st, kc, mode, name);
         });
     }
-  }
   add_probe("end");
   return count;
 }

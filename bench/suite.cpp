@@ -18,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <regex>
+#include <tuple>
 
 #include "baselines.h"
 #include "cuda_suite.h"
@@ -256,22 +257,55 @@ void run_compile_warm(benchmark::State& st, const std::string& program) {
   }
 }
 
-// Whether the program keeps intermediate fields between kernels in this layout (which kernels
-// and transients a program has does not depend on sizes, only their bytes do): learnt from its
-// memory plan on a small instance. Without transients all four modes run the same module.
-bool has_transients(const std::string& program, Layout layout) {
-  static std::map<std::pair<std::string, Layout>, bool> known;
-  auto it = known.find({program, layout});
+}  // namespace
+
+// Whether the program keeps intermediate fields between kernels in this layout on this backend
+// (which kernels and transients a program has does not depend on sizes, only their bytes do):
+// learnt from its memory plan on a small instance. Without transients all four modes run the same
+// module.
+bool has_transients(const std::string& program, Layout layout, Backend backend) {
+  static std::map<std::tuple<std::string, Layout, Backend>, bool> known;
+  auto it = known.find({program, layout, backend});
   if (it != known.end()) return it->second;
   const auto& ex = examples::example(program);
   auto inst = ex.make_instance(ex.unstructured ? examples::ExampleSize{4, 4, 3} : examples::ExampleSize{6, 6, 3},
                                layout, 1);
-  const CompiledProgram p = compile(ex.program, options_for(TransientMemoryMode::pool, layout));
+  CompileOptions o = options_for(TransientMemoryMode::pool, layout);
+  o.backend = backend;
+  const CompiledProgram p = compile(ex.program, o);
   const bool any = !p.memory_plan(size_symbols(ex.program, inst.arguments())).transients.empty();
-  return known[{program, layout}] = any;
+  return known[{program, layout, backend}] = any;
 }
 
-}  // namespace
+std::vector<CaseInfo> configuration_cases(const KernelConfig& kc, Backend backend, bool handwritten,
+                                          const std::function<bool(const std::string&)>& selected) {
+  const auto& ex = examples::example(kc.program);
+  const std::string device(to_string(backend));
+  auto describe = [&](CaseKind kind, const std::string& variant, const std::string& mode) {
+    CaseInfo c;
+    c.name = fmt::format("{}{}/{}/{}/{}/{}", backend == Backend::cpu ? "" : device + "/", kc.program, variant, mode,
+                         to_string(kc.layout), kc.size_text());
+    c.kind = kind;
+    c.program = kc.program;
+    c.variant = variant;
+    c.mode = mode;
+    c.device = device;
+    c.layout = std::string(to_string(kc.layout));
+    c.size = kc.size_text();
+    c.compulsory_bytes = ex.compulsory_bytes(kc.size);
+    return c;
+  };
+  std::vector<CaseInfo> cases;
+  if (handwritten) cases.push_back(describe(CaseKind::kernel, "handwritten", "none"));
+  for (TransientMemoryMode mode : all_modes)
+    cases.push_back(describe(CaseKind::kernel, "fieldflow", std::string(to_string(mode))));
+  if (std::none_of(cases.begin(), cases.end(), [&](const CaseInfo& c) { return selected(c.name); })) return {};
+  const bool transients = has_transients(kc.program, kc.layout, backend);
+  for (CaseInfo& c : cases) c.mode_independent = c.variant == "fieldflow" && !transients;
+  std::erase_if(cases, [&](const CaseInfo& c) { return (c.mode_independent && c.mode != "pool") || !selected(c.name); });
+  cases.insert(cases.begin(), describe(CaseKind::case_copy, "copy", "none"));
+  return cases;
+}
 
 double min_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
 
@@ -367,51 +401,25 @@ std::size_t register_suite(const SuiteOptions& o) {
   };
   add_copy("start");
 
-  for (const KernelConfig& kc : kernel_configs(o.quick)) {
-    const auto& ex = examples::example(kc.program);
-    const std::string base = fmt::format("{}/{{}}/{{}}/{}/{}", kc.program, to_string(kc.layout), kc.size_text());
-    auto describe = [&](CaseKind kind, const std::string& variant, const std::string& mode) {
-      CaseInfo c;
-      c.name = fmt::format(fmt::runtime(base), variant, mode);
-      c.kind = kind;
-      c.program = kc.program;
-      c.variant = variant;
-      c.mode = mode;
-      c.layout = std::string(to_string(kc.layout));
-      c.size = kc.size_text();
-      c.compulsory_bytes = ex.compulsory_bytes(kc.size);
-      return c;
-    };
-    auto add_kernel_case = [&](const CaseInfo& c, std::function<void(benchmark::State&)> body) {
-      add_case(c);
-      common(benchmark::RegisterBenchmark(c.name.c_str(), std::move(body)), o)
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(min_time);
-      ++count;
-    };
-    // The configuration is selected when any of its cases is (only then is the program compiled
-    // to learn whether it has transients); its yardstick copy always comes along.
-    std::vector<CaseInfo> cases;
-    if (has_baseline(kc.program, kc.layout)) cases.push_back(describe(CaseKind::kernel, "handwritten", "none"));
-    for (TransientMemoryMode mode : all_modes)
-      cases.push_back(describe(CaseKind::kernel, "fieldflow", std::string(to_string(mode))));
-    if (std::none_of(cases.begin(), cases.end(), [&](const CaseInfo& c) { return selected(c.name); })) continue;
-    const bool transients = has_transients(kc.program, kc.layout);
-    for (CaseInfo& c : cases) c.mode_independent = c.variant == "fieldflow" && !transients;
-    std::erase_if(cases, [](const CaseInfo& c) { return c.mode_independent && c.mode != "pool"; });
-    const CaseInfo copy = describe(CaseKind::case_copy, "copy", "none");
-    add_kernel_case(copy, [kc, bytes = copy.compulsory_bytes](benchmark::State& st) { run_case_copy(st, kc, bytes); });
-    for (const CaseInfo& c : cases) {
-      if (!selected(c.name)) continue;
+  auto add_kernel_case = [&](const CaseInfo& c, std::function<void(benchmark::State&)> body) {
+    add_case(c);
+    common(benchmark::RegisterBenchmark(c.name.c_str(), std::move(body)), o)
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(min_time);
+    ++count;
+  };
+  for (const KernelConfig& kc : kernel_configs(o.quick))
+    for (const CaseInfo& c : configuration_cases(kc, Backend::cpu, has_baseline(kc.program, kc.layout), selected)) {
       const std::string name = c.name;
-      if (c.variant == "handwritten") {
+      if (c.kind == CaseKind::case_copy)
+        add_kernel_case(c, [kc, bytes = c.compulsory_bytes](benchmark::State& st) { run_case_copy(st, kc, bytes); });
+      else if (c.variant == "handwritten")
         add_kernel_case(c, [kc, name](benchmark::State& st) { run_kernel_handwritten(st, kc, name); });
-      } else {
-        const TransientMemoryMode mode = parse_transient_memory_mode(c.mode);
-        add_kernel_case(c, [kc, mode, name](benchmark::State& st) { run_kernel_fieldflow(st, kc, mode, name); });
-      }
+      else
+        add_kernel_case(c, [kc, mode = parse_transient_memory_mode(c.mode), name](benchmark::State& st) {
+          run_kernel_fieldflow(st, kc, mode, name);
+        });
     }
-  }
 
   add_copy("end");
 
