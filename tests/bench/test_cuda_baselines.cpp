@@ -161,26 +161,6 @@ TEST_P(CudaBaseline, MatchesReferenceUnderEmulatedLaunch) {
 
 INSTANTIATE_TEST_SUITE_P(Programs, CudaBaseline, ::testing::ValuesIn(all_cases()), case_name);
 
-TEST(CudaBaselines, LaunchesCoverTheBenchmarkSizesWithinCudaLimits) {
-  // hdiff / vadv at 256 x 256 x 80 and the unstructured ones on the ~40,000-cell torus x 80.
-  std::vector<double> none;
-  for (const auto& [program, size] :
-       {std::pair<const char*, examples::ExampleSize>{"hdiff", {256, 256, 80}}, {"vadv", {256, 256, 80}},
-        {"nabla4", {142, 142, 80}}, {"c2e2co_sum", {142, 142, 80}}}) {
-    SCOPED_TRACE(program);
-    auto inst = examples::example(program).make_instance(size, Layout::horizontal_fastest, 1);
-    std::vector<double> scratch(cuda_baseline_scratch_bytes(program, inst) / sizeof(double));
-    const CudaBaselineLaunch l = plan_cuda_baseline(program, inst, host_memory(inst, scratch));
-    std::uint64_t threads = 1;
-    for (int a = 0; a < 3; ++a) threads *= std::uint64_t{l.grid[a]} * l.block[a];
-    EXPECT_LE(l.block[0] * l.block[1] * l.block[2], 1024u);
-    EXPECT_LE(l.grid[1], 65535u);
-    EXPECT_LE(l.grid[2], 65535u);
-    // At least one thread per column (vadv) or per point / run of points.
-    EXPECT_GE(threads, std::uint64_t{65536}) << "too few threads to fill a GPU";
-  }
-}
-
 TEST(CudaBaselines, RefusesWhatTheKernelsCannotRun) {
   std::vector<double> scratch(1);
   auto expect_refused = [&](const std::string& program, examples::ExampleInstance& inst, const std::string& text) {

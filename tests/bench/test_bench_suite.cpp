@@ -1,12 +1,16 @@
-// The benchmark report keeps the CPU and GPU suites apart: a configuration's ratios use its own
-// device's hand-written time and same-bytes copy, the machine's copy bandwidth is the host's, the
-// device's is reported against its peak, and the GPU targets (>= 0.9 of hand-written CUDA,
-// bandwidth-bound kernels >= 0.8 of the device copy) apply to GPU results only. The timings are
-// made up here, so every expected ratio is computed from them in the test.
+// The benchmark suite without running it: the report keeps the CPU and GPU suites apart (a
+// configuration's ratios use its own device's hand-written time and same-bytes copy, the
+// machine's copy bandwidth is the host's, the device's is reported against its peak, and the GPU
+// targets -- >= 0.9 of hand-written CUDA, bandwidth-bound kernels >= 0.8 of the device copy --
+// apply to GPU results only; the timings are made up here, so every expected ratio is computed
+// from them in the test), and every GPU configuration has a hand-written kernel whose launch fits
+// CUDA's limits at the benchmark's sizes.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "cuda_baselines.h"
+#include "cuda_suite.h"
 #include "report.h"
 
 namespace fieldflow::bench {
@@ -106,6 +110,33 @@ TEST(BenchReport, KeepsTheCpuAndGpuSuitesApart) {
   EXPECT_NE(tables.find("| hdiff (cuda) | hf | 256x256x80 |"), std::string::npos) << tables;
   EXPECT_NE(tables.find("| hdiff | hf | 256x256x80 |"), std::string::npos) << tables;
   EXPECT_NE(svg_plot(report).find("hdiff (cuda) hf 256x256x80"), std::string::npos);
+}
+
+// The GPU suite's configurations (full and quick sizes) each have a hand-written CUDA kernel whose
+// planned launch is within CUDA's limits and has enough threads to fill a GPU (65,536: an H200
+// holds 132 x 2048 threads at once; the solver has one per column, the rest at least that many).
+TEST(BenchSuite, GpuConfigurationsHaveBaselinesThatLaunchWithinCudaLimits) {
+  for (bool quick : {false, true})
+    for (const KernelConfig& kc : cuda_kernel_configs(quick)) {
+      SCOPED_TRACE(kc.program + " " + kc.size_text());
+      ASSERT_TRUE(has_cuda_baseline(kc.program));
+      EXPECT_EQ(kc.layout, Layout::horizontal_fastest);
+      auto inst = examples::example(kc.program).make_instance(kc.size, kc.layout, 1);
+      std::vector<double> scratch(cuda_baseline_scratch_bytes(kc.program, inst) / sizeof(double) + 1);
+      CudaBaselineMemory memory;
+      memory.field = [&](const std::string& name) { return inst.fields.at(name).data(); };
+      memory.table = [&](const std::string& name) { return inst.mesh->table(name).entries(); };
+      memory.scratch = scratch.data();
+      const CudaBaselineLaunch l = plan_cuda_baseline(kc.program, inst, memory);
+      std::uint64_t threads = 1;
+      for (int a = 0; a < 3; ++a) threads *= std::uint64_t{l.grid[a]} * l.block[a];
+      EXPECT_LE(l.block[0] * l.block[1] * l.block[2], 1024u);
+      EXPECT_LE(l.grid[1], 65535u);
+      EXPECT_LE(l.grid[2], 65535u);
+      if (!quick) {
+        EXPECT_GE(threads, std::uint64_t{65536}) << "too few threads to fill a GPU";
+      }
+    }
 }
 
 }  // namespace
