@@ -5,7 +5,8 @@
 // fields in device memory used in place, host fields copied in and back, tables copied only when
 // bound, the call descriptor uploaded only when it changed, the error flag read only for kernels
 // that raise, one synchronisation per steady-state call, device outputs restored after an
-// in-kernel failure, memory that is not where a field says refused, per-call streams.
+// in-kernel failure, memory that is not where a field says refused, per-call streams, an image the
+// device cannot run refused when the program is created, calls from another current device refused.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -354,6 +355,67 @@ TEST_F(EmulatedRunner, MovedViewsAreCheckedAgainAndCudaFailuresAreTypedErrors) {
   }
   emulator_.launch_result = cudaSuccess;
   (*p.program)(d.args);  // and the instance runs again
+}
+
+// The image is made resident when the program is created (CUDA loads it lazily, at the first
+// launch, otherwise): an image the device cannot run, or a kernel whose launch has more threads
+// per block than the compiled kernel allows, is refused then, naming the call and the kernel, and
+// nothing is left loaded.
+TEST_F(EmulatedRunner, AnImageTheDeviceCannotRunIsRefusedWhenTheProgramIsCreated) {
+  const auto& ex = examples::example("laplacian");
+  emulator_.attributes_result = cudaErrorNoKernelImageForDevice;
+  try {
+    make(ex.program);
+    ADD_FAILURE() << "an image the device cannot run was accepted";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("cudaFuncGetAttributes failed for program 'laplacian' kernel 'ff_kernel_0'"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("cudaErrorNoKernelImageForDevice"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(emulator_.libraries, 0) << "the library of a program that failed to start was not unloaded";
+  emulator_.attributes_result = cudaSuccess;
+  emulator_.max_threads_per_block = 32;
+  try {
+    make(ex.program);
+    ADD_FAILURE() << "a launch larger than the kernel allows was accepted";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("kernel 'ff_kernel_0' runs at most 32 threads per block"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(emulator_.libraries, 0);
+  emulator_.max_threads_per_block = 1024;
+  EmulatedProgram p = make(ex.program);
+  EXPECT_EQ(emulator_.libraries, 1);
+  p.program.reset();
+  EXPECT_EQ(emulator_.libraries, 0);
+}
+
+// A program belongs to the device that was current when it was created (its module, stream and
+// memory are there): a call from a thread whose current device is another is refused before
+// anything runs, and the program runs again once its device is current.
+TEST_F(EmulatedRunner, ACallFromAnotherCurrentDeviceIsRefused) {
+  const auto& ex = examples::example("laplacian");
+  EmulatedProgram p = make(ex.program);
+  auto inst = ex.make_instance({20, 10, 4}, Layout::horizontal_fastest, 2);
+  DeviceFields d(emulator_, inst);
+  (*p.program)(d.args);
+  emulator_.current_device = 1;
+  emulator_.forget_calls();
+  try {
+    (*p.program)(d.args);
+    ADD_FAILURE() << "a call with device 1 current ran a program created on device 0";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("program 'laplacian' was created on cuda device 0, but the calling thread's "
+                                         "current device is 1"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(emulator_.launch_streams.empty()) << "nothing ran";
+  EXPECT_TRUE(emulator_.copies.empty()) << "nothing was copied";
+  emulator_.current_device = 0;
+  (*p.program)(d.args);
+  EXPECT_FALSE(emulator_.launch_streams.empty());
 }
 
 TEST_F(EmulatedRunner, APerCallStreamCarriesTheCallsWork) {

@@ -45,6 +45,10 @@ struct Emulator {
   int pointer_queries = 0;           // cudaPointerGetAttributes calls
   int device_of_memory = 0;          // the device its device memory says it belongs to
   cudaError_t launch_result = cudaSuccess;  // what cudaLaunchKernel answers (without running)
+  cudaError_t attributes_result = cudaSuccess;  // what cudaFuncGetAttributes answers (an image it cannot load)
+  int max_threads_per_block = 1024;  // what cudaFuncGetAttributes says a kernel allows
+  int current_device = 0;            // what cudaGetDevice answers
+  int libraries = 0;                 // loaded and not unloaded
   std::mutex mutex;
 
   bool is_device(const void* p) {
@@ -75,9 +79,13 @@ inline cudaStream_t const owned_stream = reinterpret_cast<cudaStream_t>(std::uin
 inline const runtime::cuda::CudaApi emulated_api{
     [](cudaLibrary_t* l, const std::string&) {
       *l = reinterpret_cast<cudaLibrary_t>(emulator);
+      ++emulator->libraries;
       return cudaSuccess;
     },
-    [](cudaLibrary_t) { return cudaSuccess; },
+    [](cudaLibrary_t) {
+      --emulator->libraries;
+      return cudaSuccess;
+    },
     [](cudaKernel_t* k, cudaLibrary_t, const char* symbol) {
       const auto& s = emulator->symbols;
       const auto it = std::find(s.begin(), s.end(), symbol);
@@ -108,7 +116,7 @@ inline const runtime::cuda::CudaApi emulated_api{
       return cudaSuccess;
     },
     [](int* device) {
-      *device = 0;
+      *device = emulator->current_device;
       return cudaSuccess;
     },
     [](cudaPointerAttributes* a, const void* p) {
@@ -117,6 +125,11 @@ inline const runtime::cuda::CudaApi emulated_api{
       ++emulator->pointer_queries;
       a->device = emulator->device_of_memory;
       return cudaSuccess;
+    },
+    [](cudaFuncAttributes* a, cudaKernel_t) {
+      *a = cudaFuncAttributes{};
+      a->maxThreadsPerBlock = emulator->max_threads_per_block;
+      return emulator->attributes_result;
     },
 };
 

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <map>
 #include <mutex>
 
 #include "fieldflow/device_errors.h"
@@ -16,7 +17,7 @@ int device_count(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    cudaGetLastError();  // the failure is not sticky for the caller's later CUDA calls
+    cudaGetLastError();  // clears this runtime's last error (fieldflow's; a host's own runtime keeps its own)
     if (why) *why = fmt::format("cudaGetDeviceCount: {}: {}", cudaGetErrorName(e), cudaGetErrorString(e));
     return 0;
   }
@@ -46,24 +47,26 @@ void check(int status, const char* call, const std::string& program) {
 
 namespace {
 
-// The pool fieldflow owns: created once on the current device, its release threshold set, never
-// destroyed (frees may come during static destruction).
+// The pools fieldflow owns, one per device, each created on first use while its device is current
+// (a runner refuses calls from another device), its release threshold set; never destroyed (frees
+// may come during static destruction).
 cudaMemPool_t owned_pool(std::uint64_t release_threshold) {
-  static cudaMemPool_t pool = [&] {
-    int device = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice", "(memory pool)");
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    cudaMemPool_t p = nullptr;
-    check(cudaMemPoolCreate(&p, &props), "cudaMemPoolCreate", "(memory pool)");
-    std::uint64_t threshold = release_threshold;
-    check(cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &threshold), "cudaMemPoolSetAttribute",
-          "(memory pool)");
-    return p;
-  }();
-  return pool;
+  static std::mutex mutex;
+  static std::map<int, cudaMemPool_t> pools;
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice", "(memory pool)");
+  std::lock_guard lock(mutex);
+  if (auto it = pools.find(device); it != pools.end()) return it->second;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaMemPool_t p = nullptr;
+  check(cudaMemPoolCreate(&p, &props), "cudaMemPoolCreate", "(memory pool)");
+  std::uint64_t threshold = release_threshold;
+  check(cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &threshold), "cudaMemPoolSetAttribute",
+        "(memory pool)");
+  return pools[device] = p;
 }
 
 // The route reports failures in its fixed format; the reason carries CUDA's words, and out of

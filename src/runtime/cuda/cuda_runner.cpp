@@ -55,6 +55,7 @@ const CudaApi& cuda_runtime_api() {
       },
       [](int* device) { return cudaGetDevice(device); },
       [](cudaPointerAttributes* a, const void* p) { return cudaPointerGetAttributes(a, p); },
+      [](cudaFuncAttributes* a, cudaKernel_t k) { return cudaFuncGetAttributes(a, reinterpret_cast<const void*>(k)); },
   };
   return api;
 }
@@ -64,20 +65,13 @@ namespace {
 class CudaRunner final : public DeviceRunner {
  public:
   explicit CudaRunner(CudaRunnerOptions o) : o_(std::move(o)), api_(o_.api ? *o_.api : cuda_runtime_api()) {
-    const std::string& p = o_.program;
-    check(api_.library_load(&library_, o_.cubin), "cudaLibraryLoadData", p);
-    for (const auto& l : o_.launches) {
-      can_fail_ = can_fail_ || l.raises_errors;
-      cudaKernel_t k = nullptr;
-      check(api_.get_kernel(&k, library_, l.symbol.c_str()), "cudaLibraryGetKernel", p);
-      kernels_.push_back(k);
-    }
-    if (o_.stream) {
-      stream_ = static_cast<cudaStream_t>(o_.stream);
-    } else {
-      // Non-blocking: never synchronises with the legacy default stream.
-      check(api_.stream_create(&stream_), "cudaStreamCreateWithFlags", p);
-      owns_stream_ = true;
+    try {
+      set_up();
+    } catch (...) {
+      // The destructor does not run for a half-built runner: what was created goes here.
+      if (owns_stream_) api_.stream_destroy(stream_);
+      if (library_) api_.library_unload(library_);
+      throw;
     }
   }
 
@@ -95,6 +89,15 @@ class CudaRunner final : public DeviceRunner {
 
   std::int32_t run(const ff_call& c, const DeviceCall& call) override {
     const std::string& p = o_.program;
+    // The module, the stream and the transient memory belong to the device that was current when
+    // the program was created; a call from a thread with another current device would launch
+    // where none of them is valid.
+    int current = -1;
+    check(api_.get_device(&current), "cudaGetDevice", p);
+    if (current != device_)
+      throw ArgumentError(fmt::format("program '{}' was created on cuda device {}, but the calling thread's current "
+                                      "device is {}; call it with device {} current (cudaSetDevice)",
+                                      p, device_, current, device_));
     const std::vector<ArgumentSpan>& fields = *call.fields;
     const std::vector<ArgumentSpan>& tables = *call.tables;
     cudaStream_t stream = call.stream ? static_cast<cudaStream_t>(call.stream) : stream_;
@@ -200,6 +203,33 @@ class CudaRunner final : public DeviceRunner {
   }
 
  private:
+  // Loads the image, finds every kernel and makes the image resident now (cudaFuncGetAttributes:
+  // an image for another architecture fails here with CUDA's reason), checks each launch's block
+  // against what the compiled kernel allows, and takes or creates the stream.
+  void set_up() {
+    const std::string& p = o_.program;
+    check(api_.get_device(&device_), "cudaGetDevice", p);
+    check(api_.library_load(&library_, o_.cubin), "cudaLibraryLoadData", p);
+    for (const auto& l : o_.launches) {
+      can_fail_ = can_fail_ || l.raises_errors;
+      cudaKernel_t k = nullptr;
+      check(api_.get_kernel(&k, library_, l.symbol.c_str()), "cudaLibraryGetKernel", p);
+      cudaFuncAttributes a{};
+      check(api_.kernel_attributes(&a, k), "cudaFuncGetAttributes", fmt::format("{}' kernel '{}", p, l.symbol));
+      if (l.block_x > a.maxThreadsPerBlock)
+        throw CudaError(fmt::format("program '{}': kernel '{}' runs at most {} threads per block on cuda device {}, "
+                                    "its launch has {}", p, l.symbol, a.maxThreadsPerBlock, device_, l.block_x));
+      kernels_.push_back(k);
+    }
+    if (o_.stream) {
+      stream_ = static_cast<cudaStream_t>(o_.stream);
+    } else {
+      // Non-blocking: never synchronises with the legacy default stream.
+      check(api_.stream_create(&stream_), "cudaStreamCreateWithFlags", p);
+      owns_stream_ = true;
+    }
+  }
+
   std::string label(const char* what, std::size_t i) const { return fmt::format("{} ({} {} device copy)", o_.program, what, i); }
 
   // cudaMemcpyDefault: the direction follows from the pointers (unified addressing), so a host
@@ -215,14 +245,12 @@ class CudaRunner final : public DeviceRunner {
   // field.
   void check_field_memory(const std::vector<ArgumentSpan>& fields, const std::vector<std::string>& names) {
     checked_fields_.resize(fields.size());
-    int current = -1;
     for (std::size_t i = 0; i < fields.size(); ++i) {
       const ArgumentSpan& f = fields[i];
       if (!f.data || f.bytes == 0) continue;
       const std::pair<const void*, bool> field{f.data, f.on_device};
       if (checked_fields_[i] == field) continue;
       checked_fields_[i] = {};
-      if (current < 0) check(api_.get_device(&current), "cudaGetDevice", o_.program);
       cudaPointerAttributes a{};
       check(api_.pointer_attributes(&a, f.data), "cudaPointerGetAttributes", o_.program);
       const bool device = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
@@ -231,9 +259,9 @@ class CudaRunner final : public DeviceRunner {
                                         "data {} is {} memory; pass device memory, or a host field (Device::cpu), "
                                         "which the call copies", o_.program, names[i], f.data,
                                         a.type == cudaMemoryTypeHost ? "pinned host" : "host"));
-      if (f.on_device && a.type == cudaMemoryTypeDevice && a.device != current)
+      if (f.on_device && a.type == cudaMemoryTypeDevice && a.device != device_)
         throw ArgumentError(fmt::format("program '{}': field '{}' is memory of cuda device {}, but the program runs on "
-                                        "device {}", o_.program, names[i], a.device, current));
+                                        "device {}", o_.program, names[i], a.device, device_));
       if (!f.on_device && a.type == cudaMemoryTypeDevice)
         throw ArgumentError(fmt::format("program '{}': field '{}' is a host field (Device::cpu), but its data {} is "
                                         "cuda device memory; create the view with Device::cuda", o_.program,
@@ -244,6 +272,7 @@ class CudaRunner final : public DeviceRunner {
 
   CudaRunnerOptions o_;
   const CudaApi& api_;
+  int device_ = -1;                  // current when the program was created: its module, stream, memory
   cudaLibrary_t library_ = nullptr;
   std::vector<cudaKernel_t> kernels_;
   cudaStream_t stream_ = nullptr;

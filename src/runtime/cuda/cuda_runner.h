@@ -28,6 +28,9 @@ struct CudaApi {
   cudaError_t (*launch)(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, cudaStream_t stream);
   cudaError_t (*get_device)(int* device);
   cudaError_t (*pointer_attributes)(cudaPointerAttributes* attributes, const void* pointer);
+  // cudaFuncGetAttributes on a kernel: also loads the library's image onto the device now (it is
+  // loaded lazily otherwise), so an image the device cannot run fails here, not at the first call.
+  cudaError_t (*kernel_attributes)(cudaFuncAttributes* attributes, cudaKernel_t kernel);
 };
 const CudaApi& cuda_runtime_api();
 
