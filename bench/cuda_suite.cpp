@@ -138,11 +138,14 @@ GpuConfig& gpu_config(const KernelConfig& c) {
     g->views.emplace(name, Field::view(b->p, f.dims(), f.dtype(), f.shape(), f.strides(), f.origin(), Device::cuda));
   }
   for (const auto& t : g->host.connectivities) {
-    const NeighborTable& table = g->host.mesh->table(t);
-    const std::size_t bytes = table.data.size() * sizeof(std::int32_t);
+    const NeighborTable& table = g->host.mesh->table(t);  // row-major (plan_cuda_baseline checks)
+    const std::size_t bytes = static_cast<std::size_t>(table.n_source) * table.max_neighbors * sizeof(std::int32_t);
     auto& b = g->tables[t] = std::make_unique<DeviceBuffer>(bytes, "table " + t);
-    check_cuda(cudaMemcpy(b->p, table.data.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy", "table " + t);
+    check_cuda(cudaMemcpy(b->p, table.entries(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy", "table " + t);
   }
+  // cudaMemcpy from pageable memory may return before its DMA ends, and every timed stream is
+  // non-blocking (not ordered after the legacy default stream): the uploads end here.
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize", "uploads");
   const Arguments host_args = g->host.arguments();
   for (const auto& e : host_args.entries()) {
     if (e.kind == Arguments::Entry::Kind::field) g->args.field(e.name, g->views.at(e.name));
@@ -175,7 +178,7 @@ void run_probe(benchmark::State& st, std::size_t bytes) {
     if (!s.probe_in || s.probe_in->bytes < bytes) {
       s.probe_in = std::make_unique<DeviceBuffer>(bytes, "copy probe");
       s.probe_out = std::make_unique<DeviceBuffer>(bytes, "copy probe");
-      check_cuda(cudaMemset(s.probe_in->p, 0, bytes), "cudaMemset", "copy probe");
+      check_cuda(cudaMemsetAsync(s.probe_in->p, 0, bytes, bench_stream()), "cudaMemsetAsync", "copy probe");
     }
     timed(st, [&] { device_copy(*s.probe_in, *s.probe_out, bytes); }, 2.0 * static_cast<double>(bytes));
   } catch (const std::exception& e) {
@@ -190,7 +193,7 @@ void run_case_copy(benchmark::State& st, const KernelConfig& c, double compulsor
     if (!g.copy_in) {
       g.copy_in = std::make_unique<DeviceBuffer>(half, "same-bytes copy");
       g.copy_out = std::make_unique<DeviceBuffer>(half, "same-bytes copy");
-      check_cuda(cudaMemset(g.copy_in->p, 0, half), "cudaMemset", "same-bytes copy");
+      check_cuda(cudaMemsetAsync(g.copy_in->p, 0, half, bench_stream()), "cudaMemsetAsync", "same-bytes copy");
     }
     timed(st, [&] { device_copy(*g.copy_in, *g.copy_out, half); }, compulsory_bytes);
   } catch (const std::exception& e) {

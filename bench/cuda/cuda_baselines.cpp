@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include "fieldflow/errors.h"
@@ -70,10 +71,15 @@ const std::int32_t* four_wide_table(const std::string& program, const examples::
                                      const CudaBaselineMemory& memory, const std::string& name) {
   if (!inst.mesh) throw ArgumentError(fmt::format("CUDA baseline {}: the instance has no mesh", program));
   const NeighborTable& t = inst.mesh->table(name);
-  if (t.max_neighbors != 4)
-    throw ArgumentError(fmt::format("CUDA baseline {}: table {} has {} neighbours per row, expected 4", program, name,
-                                    t.max_neighbors));
-  return memory.table(name);
+  if (t.max_neighbors != 4 || t.source_stride() != 4 || t.neighbor_stride() != 1)
+    throw ArgumentError(fmt::format("CUDA baseline {}: table {} has {} neighbours per row, strides ({}, {}); expected "
+                                    "4 in C order (4, 1): the kernels read a row as one int4",
+                                    program, name, t.max_neighbors, t.source_stride(), t.neighbor_stride()));
+  const std::int32_t* entries = memory.table(name);
+  if (reinterpret_cast<std::uintptr_t>(entries) % 16 != 0)
+    throw ArgumentError(fmt::format("CUDA baseline {}: table {}'s entries at {} are not 16-byte aligned, as the "
+                                    "kernels' int4 row loads need", program, name, static_cast<const void*>(entries)));
+  return entries;
 }
 
 int int_scalar(const std::string& program, const examples::ExampleInstance& inst, const std::string& name) {

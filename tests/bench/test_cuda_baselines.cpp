@@ -186,6 +186,17 @@ TEST(CudaBaselines, RefusesWhatTheKernelsCannotRun) {
   }
   auto fvm = examples::example("fvm_nabla").make_instance({4, 4, 3}, Layout::horizontal_fastest, 1);
   expect_refused("fvm_nabla", fvm, "expected hdiff, vadv, nabla4 or c2e2co_sum");
+  // The kernels read a neighbour row as one int4: the entries must be 16-byte aligned.
+  auto c2e = examples::example("c2e2co_sum").make_instance({4, 4, 3}, Layout::horizontal_fastest, 1);
+  std::vector<std::int32_t> shifted(c2e.mesh->table("C2E2CO").data.size() + 4);
+  CudaBaselineMemory m = host_memory(c2e, scratch);
+  m.table = [&](const std::string&) { return shifted.data() + 1; };
+  try {
+    plan_cuda_baseline("c2e2co_sum", c2e, m);
+    ADD_FAILURE() << "misaligned table entries were accepted";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("are not 16-byte aligned"), std::string::npos) << e.what();
+  }
 }
 
 // What NVRTC compiles on the GPU is this file's kernels: the text embedded in the build is the

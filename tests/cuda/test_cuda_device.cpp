@@ -292,6 +292,9 @@ struct DeviceFields {
       EXPECT_EQ(cudaMemcpy(b->p, f.data(), f.span_bytes(), cudaMemcpyHostToDevice), cudaSuccess);
       views.emplace(name, Field::view(b->p, f.dims(), f.dtype(), f.shape(), f.strides(), f.origin(), Device::cuda));
     }
+    // cudaMemcpy from pageable memory may return before its DMA ends, and the programs' streams
+    // are non-blocking (not ordered after the legacy default stream): wait for the uploads.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const Arguments host_args = inst.arguments();
     for (const auto& e : host_args.entries()) {
       if (e.kind == Arguments::Entry::Kind::field) args.field(e.name, views.at(e.name));
@@ -381,6 +384,7 @@ struct DeviceCopy {
       : buffer(std::max<std::size_t>(f.span_bytes(), 256)),
         view(Field::view(buffer.p, f.dims(), f.dtype(), f.shape(), f.strides(), f.origin(), Device::cuda)) {
     EXPECT_EQ(cudaMemcpy(buffer.p, f.data(), f.span_bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the upload is done before a non-blocking stream reads it
   }
   void copy_back(Field& f) const {
     EXPECT_EQ(cudaMemcpy(f.data(), buffer.p, f.span_bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -439,6 +443,7 @@ TEST(CudaDevice, HandWrittenBaselinesEqualTheReference) {
       auto& b = tables[t] = std::make_unique<DeviceBuffer>(data.size() * sizeof(std::int32_t));
       ASSERT_EQ(cudaMemcpy(b->p, data.data(), data.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), cudaSuccess);
     }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // uploads done before the kernels' stream reads them
     DeviceBuffer scratch(std::max<std::size_t>(bench::cuda_baseline_scratch_bytes(program, gpu), 256));
     bench::CudaBaselineMemory memory;
     memory.field = [&](const std::string& name) { return device.buffers.at(name)->p; };
