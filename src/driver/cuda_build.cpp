@@ -133,13 +133,13 @@ bool cuda_built() {
 
 namespace {
 
+#ifndef FIELDFLOW_WITH_CUDA
 [[noreturn]] void throw_not_built(const std::string& program) {
   throw BackendUnavailableError(fmt::format(
       "program '{}': backend cuda is not built into this fieldflow (configured without the CUDA toolkit, "
       "FIELDFLOW_WITH_CUDA=OFF)", program));
 }
-
-#ifdef FIELDFLOW_WITH_CUDA
+#else
 void require_device(const std::string& program) {
   std::string why;
   if (runtime::cuda::device_count(&why) == 0)
