@@ -23,7 +23,8 @@ targets=(test_cuda_device test_aot_cuda test_reference_cuda test_cuda_codegen)
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L fails); the device tests would only skip"
 fi
-if [ "$(id -u)" = 0 ]; then scripts/install-deps.sh; fi
+# Packages only when building here (a prebuilt folder needs none; a device machine may be offline).
+if [ "${FIELDFLOW_GPU_CHECK_BUILD:-1}" != 0 ] && [ "$(id -u)" = 0 ]; then scripts/install-deps.sh; fi
 
 jobs=$(nproc 2>/dev/null || echo 4)
 mkdir -p "$build"
