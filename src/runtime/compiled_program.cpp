@@ -483,6 +483,7 @@ void CompiledProgram::Impl::call(const Arguments& args, const CallOptions& optio
     sized = false;
     throw;
   }
+  if (image.device) image.device->check_caller();
   void* stream = options.cuda_stream ? options.cuda_stream : image.device ? image.device->stream() : nullptr;
   auto lease = memory->begin_call(sized_plan.requirements, stream);
   const ir::Program& p = image.program;

@@ -41,6 +41,9 @@ class DeviceRunner {
   virtual ~DeviceRunner() = default;
   // The stream of every launch, copy and stream-ordered allocation of a call without its own.
   virtual void* stream() const = 0;
+  // Called before the call's transient memory is obtained: throws when the call cannot run from
+  // the calling thread (cuda: its current device is not the one the program was created on).
+  virtual void check_caller() const {}
   // Runs the call's kernels in order on the call's stream; returns the ff_error flags the
   // kernels raised. Tables are the model's static mesh: copied to the device when a call gives
   // other ones (address or size) than the last, not on every call; a field's memory is checked

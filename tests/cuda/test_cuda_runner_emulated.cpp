@@ -393,26 +393,29 @@ TEST_F(EmulatedRunner, AnImageTheDeviceCannotRunIsRefusedWhenTheProgramIsCreated
 
 // A program belongs to the device that was current when it was created (its module, stream and
 // memory are there): a call from a thread whose current device is another is refused before
-// anything runs, and the program runs again once its device is current.
+// anything runs or is allocated (vadv in scoped mode allocates its transients on every call), and
+// the program runs again once its device is current.
 TEST_F(EmulatedRunner, ACallFromAnotherCurrentDeviceIsRefused) {
-  const auto& ex = examples::example("laplacian");
-  EmulatedProgram p = make(ex.program);
+  const auto& ex = examples::example("vadv");
+  EmulatedProgram p = make(ex.program, TransientMemoryMode::scoped);
   auto inst = ex.make_instance({20, 10, 4}, Layout::horizontal_fastest, 2);
   DeviceFields d(emulator_, inst);
   (*p.program)(d.args);
   emulator_.current_device = 1;
   emulator_.forget_calls();
+  testing::EventLog log;
   try {
     (*p.program)(d.args);
     ADD_FAILURE() << "a call with device 1 current ran a program created on device 0";
   } catch (const ArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("program 'laplacian' was created on cuda device 0, but the calling thread's "
+    EXPECT_NE(std::string(e.what()).find("program 'vadv' was created on cuda device 0, but the calling thread's "
                                          "current device is 1"),
               std::string::npos)
         << e.what();
   }
   EXPECT_TRUE(emulator_.launch_streams.empty()) << "nothing ran";
   EXPECT_TRUE(emulator_.copies.empty()) << "nothing was copied";
+  EXPECT_TRUE(log.events().empty()) << "memory was obtained for a refused call";
   emulator_.current_device = 0;
   (*p.program)(d.args);
   EXPECT_FALSE(emulator_.launch_streams.empty());

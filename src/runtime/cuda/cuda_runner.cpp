@@ -87,17 +87,20 @@ class CudaRunner final : public DeviceRunner {
 
   void* stream() const override { return stream_; }
 
-  std::int32_t run(const ff_call& c, const DeviceCall& call) override {
-    const std::string& p = o_.program;
-    // The module, the stream and the transient memory belong to the device that was current when
-    // the program was created; a call from a thread with another current device would launch
-    // where none of them is valid.
+  // The module, the stream and the transient memory belong to the device that was current when
+  // the program was created; a call from a thread with another current device would allocate and
+  // launch where none of them is valid.
+  void check_caller() const override {
     int current = -1;
-    check(api_.get_device(&current), "cudaGetDevice", p);
+    check(api_.get_device(&current), "cudaGetDevice", o_.program);
     if (current != device_)
       throw ArgumentError(fmt::format("program '{}' was created on cuda device {}, but the calling thread's current "
                                       "device is {}; call it with device {} current (cudaSetDevice)",
-                                      p, device_, current, device_));
+                                      o_.program, device_, current, device_));
+  }
+
+  std::int32_t run(const ff_call& c, const DeviceCall& call) override {
+    const std::string& p = o_.program;
     const std::vector<ArgumentSpan>& fields = *call.fields;
     const std::vector<ArgumentSpan>& tables = *call.tables;
     cudaStream_t stream = call.stream ? static_cast<cudaStream_t>(call.stream) : stream_;
