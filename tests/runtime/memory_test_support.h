@@ -4,8 +4,10 @@
 // are exercised without a GPU, and 256-byte aligned host buffers for caller-owned workspaces.
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "fieldflow/memory.h"
@@ -51,38 +53,54 @@ class EventLog {
   std::vector<MemoryEvent> events_;
 };
 
-// Registers a counting stand-in for the CUDA runtime while alive.
+// Registers a counting stand-in for the CUDA runtime while alive. `on_allocate` / `on_free` see
+// every block it hands out and takes back (an emulated runtime records them as device memory).
 class FakeCudaBackend {
  public:
   std::atomic<int> allocates{0}, frees{0}, async_allocates{0}, async_frees{0};
   std::atomic<void*> last_stream{nullptr};
 
-  FakeCudaBackend() {
+  using OnAllocate = std::function<void(void* p, std::size_t bytes)>;
+  using OnFree = std::function<void(void* p)>;
+  explicit FakeCudaBackend(OnAllocate on_allocate = {}, OnFree on_free = {})
+      : on_allocate_(std::move(on_allocate)), on_free_(std::move(on_free)) {
     runtime::DeviceMemoryBackend b;
     b.name = "fake CUDA";
     b.allocate = [this](std::size_t bytes, std::size_t alignment) -> void* {
       ++allocates;
-      return std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
+      return handed_out(std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment), bytes);
     };
     b.free = [this](void* p, std::size_t) {
       ++frees;
-      std::free(p);
+      taken_back(p);
     };
     b.allocate_async = [this](std::size_t bytes, void* stream) -> void* {
       ++async_allocates;
       last_stream = stream;
-      return std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+      return handed_out(std::aligned_alloc(256, (bytes + 255) / 256 * 256), bytes);
     };
     b.free_async = [this](void* p, std::size_t, void* stream) {
       ++async_frees;
       last_stream = stream;
-      std::free(p);
+      taken_back(p);
     };
     runtime::set_device_memory_backend(Device::cuda, std::move(b));
   }
   ~FakeCudaBackend() { runtime::set_device_memory_backend(Device::cuda, {}); }
   FakeCudaBackend(const FakeCudaBackend&) = delete;
   FakeCudaBackend& operator=(const FakeCudaBackend&) = delete;
+
+ private:
+  void* handed_out(void* p, std::size_t bytes) {
+    if (on_allocate_) on_allocate_(p, bytes);
+    return p;
+  }
+  void taken_back(void* p) {
+    if (on_free_) on_free_(p);
+    std::free(p);
+  }
+  OnAllocate on_allocate_;
+  OnFree on_free_;
 };
 
 // A host buffer whose base is aligned to `alignment`.

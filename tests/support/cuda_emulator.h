@@ -24,6 +24,7 @@
 #include "runtime/compiled_program.h"
 #include "runtime/cuda/cuda_runner.h"
 #include "runtime/memory_route.h"
+#include "runtime/memory_test_support.h"
 #include "toolchain/compiler.h"
 #include "toolchain/module_cache.h"
 
@@ -134,34 +135,11 @@ inline const runtime::cuda::CudaApi emulated_api{
 };
 
 // The route's device memory: host memory the emulator knows as device memory.
-class EmulatedDeviceMemory {
+class EmulatedDeviceMemory : public testing::FakeCudaBackend {
  public:
-  explicit EmulatedDeviceMemory(Emulator& e) {
-    runtime::DeviceMemoryBackend b;
-    b.name = "emulated CUDA";
-    b.allocate = [&e](std::size_t bytes, std::size_t alignment) -> void* {
-      void* p = std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
-      e.add_device(p, bytes);
-      return p;
-    };
-    b.free = [&e](void* p, std::size_t) {
-      e.remove_device(p);
-      std::free(p);
-    };
-    b.allocate_async = [&e](std::size_t bytes, void*) -> void* {
-      void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-      e.add_device(p, bytes);
-      return p;
-    };
-    b.free_async = [&e](void* p, std::size_t, void*) {
-      e.remove_device(p);
-      std::free(p);
-    };
-    runtime::set_device_memory_backend(Device::cuda, std::move(b));
-  }
-  ~EmulatedDeviceMemory() { runtime::set_device_memory_backend(Device::cuda, {}); }
-  EmulatedDeviceMemory(const EmulatedDeviceMemory&) = delete;
-  EmulatedDeviceMemory& operator=(const EmulatedDeviceMemory&) = delete;
+  explicit EmulatedDeviceMemory(Emulator& e)
+      : FakeCudaBackend([&e](void* p, std::size_t bytes) { e.add_device(p, bytes); },
+                        [&e](void* p) { e.remove_device(p); }) {}
 };
 
 // A cuda program whose runner talks to the emulated runtime; the module of host-compiled kernels
