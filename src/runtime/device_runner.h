@@ -47,9 +47,9 @@ class DeviceRunner {
   // Runs the call's kernels in order on the call's stream; returns the ff_error flags the
   // kernels raised. Tables are the model's static mesh: copied to the device when a call gives
   // other ones (address or size) than the last, not on every call; a field's memory is checked
-  // when its address differs from the last call's. A failed call changes no argument (host outputs are not copied back, saved
-  // device outputs are restored), and the stream is synchronised before returning, so the
-  // call's device work is complete. Throws ArgumentError when a field's memory is not where the
+  // when its address differs from the last call's. A failed call changes no argument (host
+  // outputs are not copied back, saved device outputs are restored), and the stream is
+  // synchronised before returning, so the call's device work is complete. Throws ArgumentError when a field's memory is not where the
   // field says (before anything runs).
   virtual std::int32_t run(const ff_call& host_call, const DeviceCall& call) = 0;
 };

@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
-#include <map>
+#include <atomic>
 #include <mutex>
 
 #include "fieldflow/device_errors.h"
@@ -49,14 +49,21 @@ namespace {
 
 // The pools fieldflow owns, one per device, each created on first use while its device is current
 // (a runner refuses calls from another device), its release threshold set; never destroyed (frees
-// may come during static destruction).
+// may come during static destruction). Found without a lock on every pool allocation after the
+// first (a call in pool mode allocates), created under one.
+constexpr int max_pool_devices = 64;
+
 cudaMemPool_t owned_pool(std::uint64_t release_threshold) {
-  static std::mutex mutex;
-  static std::map<int, cudaMemPool_t> pools;
+  static std::atomic<cudaMemPool_t> pools[max_pool_devices];
+  static std::mutex creating;
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice", "(memory pool)");
-  std::lock_guard lock(mutex);
-  if (auto it = pools.find(device); it != pools.end()) return it->second;
+  if (device < 0 || device >= max_pool_devices)
+    throw CudaError(fmt::format("cuda device {}: fieldflow's memory pools serve devices 0 to {}", device,
+                                max_pool_devices - 1));
+  if (cudaMemPool_t p = pools[device].load(std::memory_order_acquire)) return p;
+  std::lock_guard lock(creating);
+  if (cudaMemPool_t p = pools[device].load(std::memory_order_relaxed)) return p;
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.location.type = cudaMemLocationTypeDevice;
@@ -66,7 +73,8 @@ cudaMemPool_t owned_pool(std::uint64_t release_threshold) {
   std::uint64_t threshold = release_threshold;
   check(cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &threshold), "cudaMemPoolSetAttribute",
         "(memory pool)");
-  return pools[device] = p;
+  pools[device].store(p, std::memory_order_release);
+  return p;
 }
 
 // The route reports failures in its fixed format; the reason carries CUDA's words, and out of
