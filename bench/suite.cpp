@@ -371,9 +371,6 @@ std::vector<KernelConfig> kernel_configs(bool quick) {
 
 std::size_t register_suite(const SuiteOptions& o) {
   if (o.device == Device::cuda) return register_cuda_suite(o);
-  if (o.device != Device::cpu)
-    throw OptionError(fmt::format("fieldflow bench: no benchmark suite for device {}; expected cpu or cuda",
-                                  to_string(o.device)));
   std::size_t count = 0;
   state().keep_all = o.interleave;
   const double min_time = o.min_time;

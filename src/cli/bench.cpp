@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "fieldflow/device.h"
 #include "fieldflow/errors.h"
 
 #ifdef FIELDFLOW_HAVE_BENCH
@@ -51,7 +52,7 @@ void run_bench(const BenchArgs& a) {
     if (a.repetitions > 0) o.suite.repetitions = a.repetitions;
     if (a.min_time > 0) o.suite.min_time = a.min_time;
     o.suite.interleave = !a.sequential;
-    o.suite.device = a.device == "cuda" ? Device::cuda : Device::cpu;
+    o.suite.device = parse_device(a.device);
     o.filter = a.filter;
     o.wait_idle_s = a.wait_idle;
     o.max_others_cpu = a.max_others_cpu;
