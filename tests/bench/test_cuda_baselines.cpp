@@ -24,6 +24,7 @@
 #include "fieldflow/examples.h"
 #include "fieldflow/mesh.h"
 #include "fieldflow/reference.h"
+#include "support/backend_harness.h"
 #include "support/instance_bits.h"
 #ifdef FIELDFLOW_WITH_CUDA
 #include "toolchain/nvrtc_compiler.h"
@@ -59,6 +60,7 @@ using std::min;
 namespace fieldflow::bench {
 namespace {
 
+using testing_support::error_of;
 using testing_support::expect_same_bits;
 
 // Runs a planned launch: the grid, each block's threads in turn, the kernel given the parameter
@@ -161,42 +163,63 @@ TEST_P(CudaBaseline, MatchesReferenceUnderEmulatedLaunch) {
 
 INSTANTIATE_TEST_SUITE_P(Programs, CudaBaseline, ::testing::ValuesIn(all_cases()), case_name);
 
+// An instance the kernels cannot run is refused when the launch is planned, with what was expected.
 TEST(CudaBaselines, RefusesWhatTheKernelsCannotRun) {
-  std::vector<double> scratch(1);
-  auto expect_refused = [&](const std::string& program, examples::ExampleInstance& inst, const std::string& text) {
-    try {
-      plan_cuda_baseline(program, inst, host_memory(inst, scratch));
-      ADD_FAILURE() << program << ": accepted, expected an error containing '" << text << "'";
-    } catch (const ArgumentError& e) {
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
+  std::vector<double> scratch(1), no_scratch;
+  auto refusal = [&](const std::string& program, examples::ExampleInstance& inst, std::vector<double>& s) {
+    return error_of<ArgumentError>([&] { plan_cuda_baseline(program, inst, host_memory(inst, s)); });
+  };
+  auto has = [](const std::string& message, const std::string& text) {
+    return message.find(text) != std::string::npos;
   };
   auto vf = examples::example("hdiff").make_instance({6, 5, 3}, Layout::vertical_fastest, 1);
-  expect_refused("hdiff", vf, "expected 1 (the GPU's layout, horizontal_fastest)");
+  EXPECT_PRED2(has, refusal("hdiff", vf, scratch), "expected 1 (the GPU's layout, horizontal_fastest)");
   auto lap = examples::example("laplacian").make_instance({6, 5, 3}, Layout::horizontal_fastest, 1);
   EXPECT_FALSE(has_cuda_baseline("laplacian"));
-  expect_refused("laplacian", lap, "no hand-written CUDA baseline for program 'laplacian'");
-  auto vadv = examples::example("vadv").make_instance({6, 5, 3}, Layout::horizontal_fastest, 1);
-  std::vector<double> no_scratch;
-  try {
-    plan_cuda_baseline("vadv", vadv, host_memory(vadv, no_scratch));
-    ADD_FAILURE() << "vadv planned without scratch";
-  } catch (const ArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("no scratch"), std::string::npos) << e.what();
-  }
+  EXPECT_PRED2(has, refusal("laplacian", lap, scratch), "no hand-written CUDA baseline for program 'laplacian'");
   auto fvm = examples::example("fvm_nabla").make_instance({4, 4, 3}, Layout::horizontal_fastest, 1);
-  expect_refused("fvm_nabla", fvm, "expected hdiff, vadv, nabla4 or c2e2co_sum");
-  // The kernels read a neighbour row as one int4: the entries must be 16-byte aligned.
+  EXPECT_PRED2(has, refusal("fvm_nabla", fvm, scratch), "expected hdiff, vadv, nabla4 or c2e2co_sum");
+  auto vadv = examples::example("vadv").make_instance({6, 5, 3}, Layout::horizontal_fastest, 1);
+  EXPECT_PRED2(has, refusal("vadv", vadv, no_scratch), "no scratch");
+
+  // The kernels read a neighbour row as one int4: C order, 16-byte aligned entries.
   auto c2e = examples::example("c2e2co_sum").make_instance({4, 4, 3}, Layout::horizontal_fastest, 1);
-  std::vector<std::int32_t> shifted(c2e.mesh->table("C2E2CO").data.size() + 4);
+  const NeighborTable& table = c2e.mesh->table("C2E2CO");
+  std::vector<std::int32_t> shifted(table.data.size() + 4);
   CudaBaselineMemory m = host_memory(c2e, scratch);
   m.table = [&](const std::string&) { return shifted.data() + 1; };
-  try {
-    plan_cuda_baseline("c2e2co_sum", c2e, m);
-    ADD_FAILURE() << "misaligned table entries were accepted";
-  } catch (const ArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("are not 16-byte aligned"), std::string::npos) << e.what();
-  }
+  EXPECT_PRED2(has, error_of<ArgumentError>([&] { plan_cuda_baseline("c2e2co_sum", c2e, m); }),
+               "are not 16-byte aligned");
+  std::vector<std::int32_t> fortran_order(table.data.size());
+  for (std::int64_t c = 0; c < table.n_source; ++c)
+    for (int q = 0; q < 4; ++q) fortran_order[q * table.n_source + c] = table(c, q);
+  auto mesh = std::make_shared<Mesh>(*c2e.mesh);
+  mesh->tables.at("C2E2CO") = NeighborTable::view("C2E2CO", table.source, table.target, table.n_source,
+                                                  table.n_target, 4, fortran_order.data(), 1, table.n_source);
+  c2e.mesh = mesh;
+  EXPECT_PRED2(has, refusal("c2e2co_sum", c2e, scratch), "expected 4 in C order (4, 1)");
+
+  // Sizes beyond CUDA's grid (hdiff: one block per level along z, at most 65535) or the kernels'
+  // 32-bit indexing (vadv's scratch index), on fields whose stride 0 repeats a few values.
+  std::vector<double> few(4100, 1.0);
+  const std::vector<Dimension> ijk = vadv.fields.at("out").dims();
+  auto repeated = [&](std::int64_t nx, std::int64_t ny, std::int64_t nk, int halo) {
+    return Field::view(few.data(), ijk, DType::float64, {nx + 2 * halo, ny + 2 * halo, nk}, {1, 0, 0},
+                       {-halo, -halo, 0});
+  };
+  examples::ExampleInstance deep;
+  deep.fields.emplace("in", repeated(8, 8, 70000, 2));
+  deep.fields.emplace("coeff", repeated(8, 8, 70000, 0));
+  deep.fields.emplace("out", repeated(8, 8, 70000, 0));
+  for (const auto& [name, v] : {std::pair{"nx", 8}, {"ny", 8}, {"nk", 70000}}) deep.scalars[name] = Scalar(v);
+  EXPECT_PRED2(has, refusal("hdiff", deep, scratch), "exceeds 65535 blocks along y or z");
+  examples::ExampleInstance wide;
+  for (const char* name : {"u_stage", "u_pos", "utens", "utens_stage", "out"})
+    wide.fields.emplace(name, repeated(2048, 2048, 1024, 0));
+  wide.fields.emplace("wcon", repeated(2049, 2048, 1024, 0));
+  for (const auto& [name, v] : {std::pair{"nx", 2048}, {"ny", 2048}, {"nk", 1024}}) wide.scalars[name] = Scalar(v);
+  wide.scalars["dtr_stage"] = Scalar(0.15);
+  EXPECT_PRED2(has, refusal("vadv", wide, scratch), "nx * ny * nk is 4294967296");
 }
 
 // What NVRTC compiles on the GPU is this file's kernels: the text embedded in the build is the
