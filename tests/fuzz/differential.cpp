@@ -7,6 +7,9 @@
 //     `persistent` instances that live across the size sets (memory reuse and regrowth), and one
 //     compiled for Layout::any that runs on views over padded caller arrays in C, Fortran and
 //     scrambled stride orders (nothing but the views' elements may change);
+//     and the CUDA backend's generated kernels run on the host under an emulated launch grid
+//     (driver::compile_cuda_emulated), in `external` on an exact fenced workspace and for
+//     Layout::any on views: the GPU schedule's indexing and transient offsets, without a device;
 //  3. each call must agree with the reference: same acceptance, same error type, outputs
 //     untouched after a rejected call, every field (inputs too) equal bit for bit, where any NaN
 //     equals any NaN (a NaN's sign and payload depend on operand order, which is not semantics).
@@ -25,6 +28,7 @@
 #include "fieldflow/compile.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/reference.h"
+#include "driver/cuda_build.h"
 
 namespace fieldflow::fuzz {
 
@@ -136,14 +140,21 @@ class CaseRunner {
     std::unique_ptr<CompiledProgram> program;
     std::unique_ptr<testing_support::GuardedWorkspace> fence;  // external only
     bool views = false;  // compiled for Layout::any, called on views over padded host arrays
+    bool cuda = false;   // the generated CUDA kernels under host emulation of the launch grid
   };
+
+  // How an instance is compiled: the CPU backend, or the CUDA backend's kernels emulated on the
+  // host (driver::compile_cuda_emulated: the GPU's schedule, its transients in host memory).
+  CompiledProgram compile_for(const CompileOptions& o, bool cuda) const {
+    return cuda ? driver::compile_cuda_emulated(c_.program, o) : compile(c_.program, o);
+  }
 
   std::optional<Failure> run_layout() {
     // Instances of the non-external modes live across size sets; each uses one thread count.
     std::vector<Instance> kept;
     std::size_t rotate = static_cast<std::size_t>(layout_);
     for (TransientMemoryMode mode : config_.modes) {
-      if (mode == TransientMemoryMode::external) continue;
+      if (mode == TransientMemoryMode::external || !config_.cpu_backend) continue;
       std::vector<int> ts = config_.threads;
       if (!config_.every_thread_count_in_every_mode) ts = {config_.threads[rotate++ % config_.threads.size()]};
       for (int t : ts) {
@@ -153,13 +164,15 @@ class CaseRunner {
     }
     bool external = false;
     for (TransientMemoryMode m : config_.modes) external |= m == TransientMemoryMode::external;
-    if (layout_ == c_.layouts.front()) {  // once per case: the stride order is the views' business
-      CompileOptions o = options(TransientMemoryMode::pool, config_.threads.back());
-      o.layout = Layout::any;
-      kept.push_back({TransientMemoryMode::pool, o.num_threads, std::make_unique<CompiledProgram>(compile(c_.program, o)),
-                      nullptr, true});
-      ++stats_.compiles;
-    }
+    if (layout_ == c_.layouts.front())  // once per case: the stride order is the views' business
+      for (bool cuda : {false, true}) {
+        if (!(cuda ? config_.cuda_emulation : config_.cpu_backend)) continue;
+        CompileOptions o = options(TransientMemoryMode::pool, cuda ? 1 : config_.threads.back());
+        o.layout = Layout::any;
+        kept.push_back({TransientMemoryMode::pool, o.num_threads, std::make_unique<CompiledProgram>(compile_for(o, cuda)),
+                        nullptr, true, cuda});
+        ++stats_.compiles;
+      }
 
     for (std::size_t si = 0; si < c_.sizes.size(); ++si) {
       size_label_ = c_.sizes[si].to_string(c_.mesh);
@@ -182,13 +195,15 @@ class CaseRunner {
       if (variants.size() > 1) sequence = {&variants[1], &variants[1], &variants[0], &variants[0]};
 
       std::vector<Instance> fresh;
-      if (external) {
+      if (external && config_.cpu_backend) {
         std::vector<int> ts = config_.threads;
         if (!config_.every_thread_count_in_every_mode && c_.sizes.size() > 1 && ts.size() > 2)
           ts = {ts[si % ts.size()], ts[(si + 2) % ts.size()]};
         for (int t : ts)
-          if (auto f = make_external(t, variants[0].data, fresh)) return f;
+          if (auto f = make_external(t, false, variants[0].data, fresh)) return f;
       }
+      if (external && config_.cuda_emulation)
+        if (auto f = make_external(1, true, variants[0].data, fresh)) return f;
       for (auto* list : {&fresh, &kept})
         for (Instance& inst : *list)
           for (std::size_t call = 0; call < sequence.size(); ++call)
@@ -198,8 +213,8 @@ class CaseRunner {
   }
 
   // An external-mode instance whose workspace is exactly what workspace_requirements reports.
-  std::optional<Failure> make_external(int threads, const CallData& data, std::vector<Instance>& out) {
-    CompiledProgram probe = compile(c_.program, options(TransientMemoryMode::pool, threads));
+  std::optional<Failure> make_external(int threads, bool cuda, const CallData& data, std::vector<Instance>& out) {
+    CompiledProgram probe = compile_for(options(TransientMemoryMode::pool, threads), cuda);
     ++stats_.compiles;
     std::map<std::string, Field> fs = data.clone_fields();
     SizeMap sizes;
@@ -220,8 +235,8 @@ class CaseRunner {
     auto fence = std::make_unique<testing_support::GuardedWorkspace>(bytes);
     CompileOptions o = options(TransientMemoryMode::external, threads);
     o.memory.external_workspace[Device::cpu] = fence->workspace();
-    out.push_back({TransientMemoryMode::external, threads, std::make_unique<CompiledProgram>(compile(c_.program, o)),
-                   std::move(fence)});
+    out.push_back({TransientMemoryMode::external, threads, std::make_unique<CompiledProgram>(compile_for(o, cuda)),
+                   std::move(fence), false, cuda});
     ++stats_.compiles;
     return std::nullopt;
   }
@@ -251,6 +266,7 @@ class CaseRunner {
       got.message = e.what();
     }
     ++stats_.compiled_calls;
+    if (inst.cuda) ++stats_.emulated_cuda_calls;
     std::string outside_views;
     for (const auto& [name, a] : arrays) {
       v.work.at(name).copy_values_from(a->view());
@@ -262,7 +278,8 @@ class CaseRunner {
       f.mode = inst.mode;
       f.threads = inst.threads;
       f.layout = layout_;
-      f.detail = fmt::format("{} layout, {}, mode {}, {} thread(s), call #{} ({}): {}",
+      f.cuda = inst.cuda;
+      f.detail = fmt::format("{}{} layout, {}, mode {}, {} thread(s), call #{} ({}): {}", inst.cuda ? "emulated CUDA, " : "",
                              inst.views ? "views in any" : to_string(layout_), size_label_, to_string(inst.mode),
                              inst.threads, call_index + 1, v.label, what);
       return f;

@@ -1,5 +1,5 @@
-// fieldflow_fuzz_programs: differential fuzzing of the compiled CPU backend against the reference
-// executor. Seeds start..start+count-1 (or until --minutes have passed); each seed is one random
+// fieldflow_fuzz_programs: differential fuzzing of the compiled CPU backend and the emulated CUDA
+// kernels against the reference executor. Seeds start..start+count-1 (or until --minutes have passed); each seed is one random
 // program with its own sizes and layouts. On the first failure of each kind the case is shrunk
 // and printed with the command that reproduces it. Exit status 1 when anything failed.
 #include <CLI/CLI.hpp>
@@ -48,12 +48,15 @@ int main(int argc, char** argv) {
   app.add_option("--shrink-attempts", shrink_attempts, "predicate calls allowed per shrink (0: do not shrink)");
   app.add_option("--cache-dir", cache_dir, "compile cache (default: FIELDFLOW_CACHE_DIR or ~/.cache/fieldflow)");
   app.add_flag("--all-threads", all_threads, "every thread count 1-4 in every memory mode (slower)");
+  bool no_cuda = false;
+  app.add_flag("--no-cuda-emulation", no_cuda, "skip the CUDA backend's kernels under host emulation");
   CLI11_PARSE(app, argc, argv);
   if (count == 0 && minutes <= 0) count = 100;
 
   RunConfig config;
   config.cache_dir = cache_dir;
   config.every_thread_count_in_every_mode = all_threads;
+  config.cuda_emulation = !no_cuda;
   RunStats stats;
   std::map<std::string, std::uint64_t> failures_by_kind;
   std::uint64_t tried = 0, failed = 0;
@@ -61,8 +64,9 @@ int main(int argc, char** argv) {
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double last_report = 0;
   auto report = [&] {
-    fmt::print("[{:7.1f} s] programs {}, compiled calls {}, reference calls {} ({} rejected), failing programs {}\n",
-               elapsed(), tried, stats.compiled_calls, stats.reference_calls, stats.rejected_calls, failed);
+    fmt::print("[{:7.1f} s] programs {}, compiled calls {} ({} emulated CUDA), reference calls {} ({} rejected), "
+               "failing programs {}\n", elapsed(), tried, stats.compiled_calls, stats.emulated_cuda_calls,
+               stats.reference_calls, stats.rejected_calls, failed);
     std::fflush(stdout);
   };
   for (std::uint64_t s = seed; count == 0 || s < seed + count; ++s) {
@@ -90,6 +94,8 @@ int main(int argc, char** argv) {
         narrow.modes = {failure->mode};
         narrow.threads = {failure->threads};
         narrow.every_thread_count_in_every_mode = true;
+        narrow.cpu_backend = !failure->cuda;
+        narrow.cuda_emulation = failure->cuda;
         FuzzCase start_case = c;
         start_case.layouts = {failure->layout};
         const std::string kind = failure->kind;
@@ -113,8 +119,9 @@ int main(int argc, char** argv) {
     }
   }
   if (elapsed() - last_report > 1) report();
-  fmt::print("done: {} programs in {:.1f} min, {} compiles (most are cache hits), {} compiled calls, {} failing "
-             "programs\n", tried, elapsed() / 60, stats.compiles, stats.compiled_calls, failed);
+  fmt::print("done: {} programs in {:.1f} min, {} compiles (most are cache hits), {} compiled calls ({} emulated "
+             "CUDA), {} failing programs\n", tried, elapsed() / 60, stats.compiles, stats.compiled_calls,
+             stats.emulated_cuda_calls, failed);
   for (const auto& [kind, n] : failures_by_kind) fmt::print("  {}: {} program(s)\n", kind, n);
   return failed ? 1 : 0;
 }

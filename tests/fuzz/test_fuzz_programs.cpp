@@ -1,6 +1,7 @@
 // Differential fuzzing in the test suite: a few hundred seeded random programs, each compiled and
 // called in every transient-memory mode, thread counts 1-4, both layouts, several sizes, and
-// compared bit for bit with the reference executor (tests/fuzz/differential.h). Batches are
+// compared bit for bit with the reference executor (tests/fuzz/differential.h); the CUDA
+// backend's kernels too, under host emulation of the launch grid. Batches are
 // separate tests so CTest can run them side by side. To dig into a failing seed, run
 // `fieldflow_fuzz_programs --seed N --count 1`: it shrinks the program and prints it.
 #include <gtest/gtest.h>
@@ -35,6 +36,7 @@ TEST_P(FuzzBatch, CompiledAgreesWithReference) {
   // The harness really ran the compiled program (a silent skip would pass every comparison).
   EXPECT_GT(stats.compiled_calls, programs_per_batch * 4);
   EXPECT_GT(stats.reference_calls, programs_per_batch);
+  EXPECT_GT(stats.emulated_cuda_calls, programs_per_batch);  // the CUDA kernels ran too
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, FuzzBatch, ::testing::Range(0, batches));
