@@ -211,27 +211,35 @@ CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& o
 #endif
 }
 
-CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_y) {
+EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOptions& options, int max_grid_y) {
   FIELDFLOW_ASSERT(max_grid_y >= 1, "the emulated grid needs at least one block along y");
   const std::string static_key = check_options(program, options);
-  CudaBuild built = build_cuda_source(program, options);
+  EmulatedCuda out{build_cuda_source(program, options), {}, std::nullopt, {}};
+  out.source = cuda_emulation_source(out.built.source, max_grid_y);
+  toolchain::ModuleCache cache = cache_at(options.cache_dir);
+  auto loaded = cache.get_or_load(program.name, out.source, toolchain::default_compiler_config(false),
+                                  fmt::format("{}abi{}cuda-emulation static:{}", passes::pipeline_description(),
+                                              FF_ABI_VERSION, static_key));
+  out.module.emplace(std::move(loaded.module));
+  out.entry = loaded.entry;
+  return out;
+}
+
+CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_y) {
+  EmulatedCuda e = load_cuda_emulation(program, options, max_grid_y);
   CompiledProgram::Impl::Image image;
   image.program = program;
   image.options = options;
   image.options.layout = cuda_layout(options);
   image.options.backend = Backend::cpu;  // the CPU runtime runs the emulated module
-  image.schedule = std::move(built.schedule);
+  image.schedule = std::move(e.built.schedule);
   // The GPU's transients live on the host here: same sizes, offsets and live ranges.
   for (auto& t : image.schedule.transients) t.storage = Storage::host_heap;
-  image.source = cuda_emulation_source(built.source, max_grid_y);
-  toolchain::ModuleCache cache = cache_at(options.cache_dir);
-  auto loaded = cache.get_or_load(program.name, image.source, toolchain::default_compiler_config(false),
-                                  fmt::format("{}abi{}cuda-emulation static:{}", passes::pipeline_description(),
-                                              FF_ABI_VERSION, static_key));
-  image.module.emplace(std::move(loaded.module));
+  image.source = std::move(e.source);
+  image.module.emplace(std::move(*e.module));
   image.entry = reinterpret_cast<std::int32_t (*)(const ff_call*)>(image.module->symbol("ff_run"));
-  image.compile_seconds = loaded.entry.was_hit ? 0 : loaded.entry.compile_seconds;
-  image.cache_hit = loaded.entry.was_hit;
+  image.compile_seconds = e.entry.was_hit ? 0 : e.entry.compile_seconds;
+  image.cache_hit = e.entry.was_hit;
   return CompiledProgram(std::make_unique<CompiledProgram::Impl>(std::move(image)));
 }
 

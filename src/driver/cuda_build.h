@@ -2,11 +2,13 @@
 // The CUDA side of the compile driver: lowering for the GPU and generating CUDA C++ (always
 // available: it only writes text), compiling it with NVRTC into the cache (builds with
 // FIELDFLOW_WITH_CUDA), and the host emulation of a CUDA module that the CPU-only tests run.
+#include <optional>
 #include <string>
 
 #include "codegen/cuda/generate_cuda.h"
 #include "fieldflow/compile.h"
 #include "ir/schedule.h"
+#include "toolchain/module_cache.h"
 
 namespace fieldflow::driver {
 
@@ -52,6 +54,17 @@ CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& o
 // scans' columns) is executed and compared with the reference without a device. `max_grid_y`
 // caps the blocks along y (the GPU's cap is 65535) so that small tests stride too.
 CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_y = 3);
+
+// The host-compiled module behind compile_cuda_emulated (the module cache's entry for
+// cuda_emulation_source), with the CUDA build it came from: also what the emulated CUDA runtime of
+// the tests loads, whose cudaLaunchKernel calls the module's ff_emulate_launch.
+struct EmulatedCuda {
+  CudaBuild built;
+  std::string source;
+  std::optional<toolchain::LoadedModule> module;
+  toolchain::CacheEntry entry;
+};
+EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOptions& options, int max_grid_y = 3);
 
 // The host source of that emulation: the kernels, ff_run (every launch, its grid from
 // codegen::cuda_grid capped at max_grid_y blocks along y) and ff_emulate_launch(launch, grid_x,

@@ -6,13 +6,11 @@
 // the runner computed. One emulated program runs at a time. Used by tests/cuda's runner test and
 // by the language suite (cuda_harness.h). Builds with FIELDFLOW_WITH_CUDA (the runtime's types).
 #include <cuda_runtime.h>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -20,12 +18,10 @@
 #include <vector>
 
 #include "driver/cuda_build.h"
-#include "passes/pipeline.h"
 #include "runtime/compiled_program.h"
 #include "runtime/cuda/cuda_runner.h"
 #include "runtime/memory_route.h"
 #include "runtime/memory_test_support.h"
-#include "toolchain/compiler.h"
 #include "toolchain/module_cache.h"
 
 namespace fieldflow::testing_support {
@@ -151,17 +147,16 @@ struct EmulatedProgram {
 
 // Compiles `program` for Backend::cuda (options.backend is set) with `e` as its runtime; `e`
 // becomes the emulator in use.
+// The module is compile_cuda_emulated's (one compile serves both; the runner launches through
+// its ff_emulate_launch with the grid the runner computed).
 inline EmulatedProgram compile_with_emulated_runtime(Emulator& e, const ir::Program& program, CompileOptions o) {
   emulator = &e;
   o.backend = Backend::cuda;
   if (!o.layout) o.layout = default_layout(Backend::cuda);
-  driver::CudaBuild built = driver::build_cuda_source(program, o);
-  toolchain::ModuleCache cache{std::filesystem::path{o.cache_dir}};
-  auto loaded = cache.get_or_load(program.name, driver::cuda_emulation_source(built.source, 65535),
-                                  toolchain::default_compiler_config(false),
-                                  fmt::format("{}abi{}cuda-runner-emulation", passes::pipeline_description(), FF_ABI_VERSION));
+  driver::EmulatedCuda emulation = driver::load_cuda_emulation(program, o);
+  driver::CudaBuild& built = emulation.built;
   EmulatedProgram out;
-  out.module.emplace(std::move(loaded.module));
+  out.module.emplace(std::move(*emulation.module));
   e.launch = reinterpret_cast<Emulator::Launch>(out.module->symbol("ff_emulate_launch"));
   e.symbols.clear();
   for (const auto& l : built.source.launches) e.symbols.push_back(l.symbol);
