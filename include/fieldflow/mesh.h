@@ -59,6 +59,25 @@
 
 namespace fieldflow {
 
+namespace detail {
+// A number no other table object of the process has had: a new object, a copy and an assignment
+// each draw a fresh one (moves copy). See NeighborTable::identity().
+class TableIdentity {
+ public:
+  TableIdentity() : value_(next()) {}
+  TableIdentity(const TableIdentity&) : value_(next()) {}
+  TableIdentity& operator=(const TableIdentity&) {
+    value_ = next();
+    return *this;
+  }
+  std::uint64_t value() const { return value_; }
+
+ private:
+  static std::uint64_t next();
+  std::uint64_t value_;
+};
+}  // namespace detail
+
 // An int32 neighbour table [n_source][max_neighbors], -1 = skipped. Either owned (`data`,
 // row-major) or a view over caller memory (NeighborTable::view) with any strides.
 struct NeighborTable {
@@ -85,7 +104,15 @@ struct NeighborTable {
   }
   bool has_skip_values() const;  // any entry == -1
 
+  // Which table object this is, unique in the process (also against freed ones). A compiled
+  // program checks a table's entries, and a cuda program copies them to the device, when a call
+  // gives another table than the last; comparing identities rather than addresses makes a new
+  // table object count as another table even where it reuses a freed table's memory. A table
+  // rewritten in place keeps its identity: pass a new table object to have it checked again.
+  std::uint64_t identity() const { return identity_.value(); }
+
  private:
+  detail::TableIdentity identity_;
   const std::int32_t* view_entries_ = nullptr;
   std::int64_t source_stride_ = 0, neighbor_stride_ = 0;
 };

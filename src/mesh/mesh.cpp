@@ -1,6 +1,7 @@
 #include "fieldflow/mesh.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -8,6 +9,11 @@
 #include "fieldflow/errors.h"
 
 namespace fieldflow {
+
+std::uint64_t detail::TableIdentity::next() {
+  static std::atomic<std::uint64_t> counter{0};
+  return ++counter;
+}
 
 NeighborTable NeighborTable::view(std::string name, std::string source, std::string target, std::int64_t n_source,
                                   std::int64_t n_target, int max_neighbors, const std::int32_t* entries,

@@ -177,9 +177,10 @@ CompiledProgram::Impl::Change CompiledProgram::Impl::what_changed(const Argument
         return Change::everything;
       if (e.field->data() != binding.data[p]) change = Change::field_data;
     } else if (e.kind == Arguments::Entry::Kind::connectivity) {
-      // Other table entries: checked again (indices, and the reads they resolve).
-      if (e.table != binding.bound.tables[p] || e.table->entries() != binding.data[p] ||
-          !same_table_shape(*e.table, binding.shape[p]))
+      // Another table (object, even one at a freed table's address, or entries): checked again
+      // (indices, and the reads they resolve).
+      if (e.table != binding.bound.tables[p] || e.table->identity() != binding.table_identity[p] ||
+          e.table->entries() != binding.data[p] || !same_table_shape(*e.table, binding.shape[p]))
         return Change::everything;
     }
   }
@@ -214,6 +215,7 @@ void CompiledProgram::Impl::describe_argument_spans() {
       // Owned or a view: the entries from the first to the last one the strides reach.
       const std::int64_t last = (t->n_source - 1) * t->source_stride() + (t->max_neighbors - 1) * t->neighbor_stride();
       table_spans[i] = {t->entries(), static_cast<std::size_t>(last + 1) * sizeof(std::int32_t)};
+      table_spans[i].identity = t->identity();
     }
   }
 }
@@ -244,6 +246,7 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
   binding.shape.assign(n, {});
   binding.origin.assign(n, {});
   binding.strides.assign(n, {});
+  binding.table_identity.assign(n, 0);
   for (const auto& e : args.entries()) {
     const int i = p.index_of(e.name);
     binding.names.push_back(e.name);
@@ -256,6 +259,7 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
       buffers[i] = describe_field(*e.field, p.params[i].type.dims);
     } else if (e.kind == Arguments::Entry::Kind::connectivity) {
       binding.data[i] = e.table->entries();
+      binding.table_identity[i] = e.table->identity();
       const auto shape = table_shape(*e.table);
       binding.shape[i].assign(shape.begin(), shape.end());
       tables[i] = {e.table->entries(), e.table->n_source, e.table->source_stride(), e.table->neighbor_stride()};

@@ -64,6 +64,7 @@ struct CompiledProgram::Impl {
     std::vector<int> param_of_entry;
     std::vector<const void*> data;   // per parameter: field / table data pointer
     std::vector<std::vector<std::int64_t>> shape, origin, strides;
+    std::vector<std::uint64_t> table_identity;  // per parameter: NeighborTable::identity()
     ir::BoundCall bound;
   } binding;
   SizeMap sizes;

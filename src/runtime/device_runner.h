@@ -27,6 +27,9 @@ struct ArgumentSpan {
   // offsets): saved before the launches and restored when a check fails, so a failed call
   // changes no argument.
   bool save_before = false;
+  // Tables: NeighborTable::identity(), so a device copy is made again for another table object
+  // even at the same address.
+  std::uint64_t identity = 0;
 };
 
 struct DeviceCall {

@@ -437,5 +437,42 @@ TEST_F(EmulatedRunner, APerCallStreamCarriesTheCallsWork) {
   for (cudaStream_t s : emulator_.launch_streams) EXPECT_EQ(s, owned_stream);
 }
 
+// The device keeps a copy of each neighbour table, made again only when a call gives another
+// table. "Another table" is another NeighborTable object (docs/cuda.md), also when it views the
+// same, rewritten entries, or lands where a freed table lived: the fuzzer found a stale copy when
+// a new mesh's tables reused the old mesh's memory (same address and size, other entries).
+TEST_F(EmulatedRunner, ANewTableObjectIsCopiedAgainWhereverItLives) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  ProgramBuilder pb("edge_mean");
+  Expr fv = pb.field("fv", {Vertex}, DType::float64), fe = pb.field("fe", {Edge}, DType::float64);
+  Expr ne = pb.scalar("ne", DType::int32);
+  pb.call("mean", 0.5 * (fv(E2V[0]) + fv(E2V[1])), {fe}, {{Edge, 0, ne}});
+  EmulatedProgram p = make(pb.build(), TransientMemoryMode::pool);
+  std::int32_t e2v[6] = {0, 1, 1, 2, 2, 0};  // C order: edge i joins e2v[2i], e2v[2i + 1]
+  std::vector<double> v = {10, 20, 40}, e(3, -1.0);
+  Field fvv = Field::view(v.data(), {Vertex}, DType::float64, {3}, {1});
+  Field fev = Field::view(e.data(), {Edge}, DType::float64, {3}, {1});
+  auto call = [&](const NeighborTable& t) {
+    (*p.program)(Arguments().field("fv", fvv).field("fe", fev).connectivity("E2V", t).scalar("ne", 3));
+  };
+  std::optional<NeighborTable> table;
+  table.emplace(NeighborTable::view("E2V", "Edge", "Vertex", 3, 3, 2, e2v, 2, 1));
+  call(*table);
+  EXPECT_EQ(e, (std::vector<double>{15, 30, 25}));
+  // Another table object over the same, rewritten entries.
+  std::swap(e2v[0], e2v[1]);
+  e2v[1] = 2;  // edge 0 joins vertices 1 and 2
+  const NeighborTable other = NeighborTable::view("E2V", "Edge", "Vertex", 3, 3, 2, e2v, 2, 1);
+  call(other);
+  EXPECT_EQ(e, (std::vector<double>{30, 30, 25}));
+  // A new table object in the freed one's place: same object address, same entries address.
+  table.reset();
+  e2v[2] = 0;  // edge 1 joins vertices 0 and 2
+  table.emplace(NeighborTable::view("E2V", "Edge", "Vertex", 3, 3, 2, e2v, 2, 1));
+  call(*table);
+  EXPECT_EQ(e, (std::vector<double>{30, 25, 25}));
+}
+
 }  // namespace
 }  // namespace fieldflow

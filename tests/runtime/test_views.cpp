@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -270,6 +271,34 @@ TEST(Views, TableViewsInFortranOrderAndOutOfRangeEntries) {
     EXPECT_EQ(e, std::vector<double>(3, -1.0));
     e2v[4] = 2;
   }
+}
+
+// A table's entries are checked when a call gives another table object than the last call, even
+// one built where a freed table lived (same object and entries addresses, same shape): without
+// that, a new table's out-of-range entry would be read unchecked.
+TEST(Views, ANewTableObjectAtAFreedTablesAddressIsCheckedAgain) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  ProgramBuilder pb("edge_mean");
+  Expr fv = pb.field("fv", {Vertex}, DType::float64), fe = pb.field("fe", {Edge}, DType::float64);
+  Expr ne = pb.scalar("ne", DType::int32);
+  pb.call("mean", 0.5 * (fv(E2V[0]) + fv(E2V[1])), {fe}, {{Edge, 0, ne}});
+  CompiledProgram program = compile(pb.build(), CompileOptions{});
+  std::int32_t e2v[6] = {0, 1, 1, 2, 2, 0};
+  std::vector<double> v = {10, 20, 40}, e(3, -1.0);
+  Field fvv = Field::view(v.data(), {Vertex}, DType::float64, {3}, {1});
+  Field fev = Field::view(e.data(), {Edge}, DType::float64, {3}, {1});
+  std::optional<NeighborTable> table;
+  table.emplace(NeighborTable::view("E2V", "Edge", "Vertex", 3, 3, 2, e2v, 2, 1));
+  program(Arguments().field("fv", fvv).field("fe", fev).connectivity("E2V", *table).scalar("ne", 3));
+  EXPECT_EQ(e, (std::vector<double>{15, 30, 25}));
+  table.reset();
+  e2v[3] = 3;  // edge 1's second vertex: out of range (3 vertices)
+  table.emplace(NeighborTable::view("E2V", "Edge", "Vertex", 3, 3, 2, e2v, 2, 1));
+  std::fill(e.begin(), e.end(), -1.0);
+  EXPECT_THROW(program(Arguments().field("fv", fvv).field("fe", fev).connectivity("E2V", *table).scalar("ne", 3)),
+               ConnectivityError);
+  EXPECT_EQ(e, std::vector<double>(3, -1.0));
 }
 
 // A model swaps time levels: the same views pointed at other memory each step. Results follow

@@ -132,7 +132,7 @@ class CudaRunner final : public DeviceRunner {
     copied_tables_.resize(tables.size());
     for (std::size_t i = 0; i < tables.size(); ++i) {
       if (!tables[i].data || tables[i].bytes == 0) continue;
-      const std::pair<const void*, std::size_t> table{tables[i].data, tables[i].bytes};
+      const CopiedTable table{tables[i].data, tables[i].bytes, tables[i].identity};
       if (copied_tables_[i] != table) {
         copied_tables_[i] = {};  // until the copy below succeeded
         table_copies_[i].ensure(tables[i].bytes, label("table", i));
@@ -287,7 +287,14 @@ class CudaRunner final : public DeviceRunner {
   std::vector<std::byte> staged_;
   std::vector<std::byte> uploaded_;  // what the descriptor block holds now
   std::vector<std::pair<const void*, bool>> checked_fields_;          // address, on_device: memory checked
-  std::vector<std::pair<const void*, std::size_t>> copied_tables_;    // address, bytes: on the device
+  // What each device table copy holds: the table object (identity) and its entries' span.
+  struct CopiedTable {
+    const void* data = nullptr;
+    std::size_t bytes = 0;
+    std::uint64_t identity = 0;
+    bool operator==(const CopiedTable&) const = default;
+  };
+  std::vector<CopiedTable> copied_tables_;
   std::int32_t last_error_ = 0;      // the flags the last call's kernels raised
   bool can_fail_ = false;            // a kernel checks reads while running
 };
