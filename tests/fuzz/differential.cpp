@@ -6,10 +6,12 @@
 //     transient read before it is written shows up as a wrong value), plus `pool`, `scoped` and
 //     `persistent` instances that live across the size sets (memory reuse and regrowth), and one
 //     compiled for Layout::any that runs on views over padded caller arrays in C, Fortran and
-//     scrambled stride orders (nothing but the views' elements may change);
-//     and the CUDA backend's generated kernels run on the host under an emulated launch grid
-//     (driver::compile_cuda_emulated), in `external` on an exact fenced workspace and for
-//     Layout::any on views: the GPU schedule's indexing and transient offsets, without a device;
+//     scrambled stride orders (nothing but the views' elements may change). Three paths run
+//     them (Path): the CPU backend in all of these; the CUDA backend's kernels under an
+//     emulated launch grid in `external` and on views (the GPU schedule's indexing and
+//     transient offsets); and the CUDA runner on an emulated runtime in all of them, its
+//     workspace and transients in emulated device memory, with device-resident fields (pool,
+//     persistent, views) or host fields it copies in and back (scoped, external);
 //  3. each call must agree with the reference: same acceptance, same error type, outputs
 //     untouched after a rejected call, every field (inputs too) equal bit for bit, where any NaN
 //     equals any NaN (a NaN's sign and payload depend on operand order, which is not semantics).
@@ -20,15 +22,20 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "fieldflow/compile.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/reference.h"
 #include "driver/cuda_build.h"
+#ifdef FIELDFLOW_WITH_CUDA
+#include "support/cuda_emulator.h"
+#endif
 
 namespace fieldflow::fuzz {
 
@@ -115,6 +122,11 @@ class CaseRunner {
   CaseRunner(const FuzzCase& c, const RunConfig& config, RunStats& stats) : c_(c), config_(config), stats_(stats) {}
 
   std::optional<Failure> run() {
+#ifdef FIELDFLOW_WITH_CUDA
+    // The runner's device memory (transients, field and table copies) is host memory the
+    // emulator knows as device memory; one emulated runtime for every runner of the case.
+    if (config_.runs(Path::cuda_runner)) device_memory_.emplace(emulator_);
+#endif
     for (Layout layout : c_.layouts) {
       layout_ = layout;
       if (auto f = run_layout()) return f;
@@ -135,43 +147,80 @@ class CaseRunner {
   }
 
   struct Instance {
-    TransientMemoryMode mode;
-    int threads;
-    std::unique_ptr<CompiledProgram> program;
+    Path path = Path::cpu;
+    TransientMemoryMode mode = TransientMemoryMode::pool;
+    int threads = 1;
+    bool views = false;          // compiled for Layout::any, called on views over padded host arrays
+    bool device_fields = false;  // cuda_runner: fields are Device::cuda views (else host fields, copied)
     std::unique_ptr<testing_support::GuardedWorkspace> fence;  // external only
-    bool views = false;  // compiled for Layout::any, called on views over padded host arrays
-    bool cuda = false;   // the generated CUDA kernels under host emulation of the launch grid
+#ifdef FIELDFLOW_WITH_CUDA
+    // cuda_runner, external: the fence's workspace is device memory for the emulator until the
+    // instance dies (before the fence: a later host allocation at that address is host memory).
+    std::unique_ptr<const void, std::function<void(const void*)>> device_workspace;
+    testing_support::EmulatedProgram runner;  // cuda_runner: the program and its kernels' module
+    testing_support::Emulator::Launch launch = nullptr;
+#endif
+    std::unique_ptr<CompiledProgram> program;  // cpu, cuda_kernels
+
+    CompiledProgram& compiled() {
+#ifdef FIELDFLOW_WITH_CUDA
+      if (path == Path::cuda_runner) return *runner.program;
+#endif
+      return *program;
+    }
   };
 
-  // How an instance is compiled: the CPU backend, or the CUDA backend's kernels emulated on the
-  // host (driver::compile_cuda_emulated: the GPU's schedule, its transients in host memory).
-  CompiledProgram compile_for(const CompileOptions& o, bool cuda) const {
-    return cuda ? driver::compile_cuda_emulated(c_.program, o) : compile(c_.program, o);
+  Instance make(Path path, const CompileOptions& o, bool views = false, bool device_fields = false,
+                std::unique_ptr<testing_support::GuardedWorkspace> fence = nullptr) {
+    ++stats_.compiles;
+    Instance inst;
+    inst.path = path;
+    inst.mode = *o.memory.mode;
+    inst.threads = o.num_threads;
+    inst.views = views;
+    inst.device_fields = device_fields;
+    inst.fence = std::move(fence);
+    switch (path) {
+      case Path::cpu: inst.program = std::make_unique<CompiledProgram>(compile(c_.program, o)); break;
+      case Path::cuda_kernels: inst.program = std::make_unique<CompiledProgram>(driver::compile_cuda_emulated(c_.program, o)); break;
+      case Path::cuda_runner:
+#ifdef FIELDFLOW_WITH_CUDA
+        inst.runner = testing_support::compile_with_emulated_runtime(emulator_, c_.program, o);
+        inst.launch = emulator_.launch;
+        break;
+#else
+        FIELDFLOW_ASSERT(false, "the cuda_runner path needs FIELDFLOW_WITH_CUDA");
+#endif
+    }
+    return inst;
   }
 
   std::optional<Failure> run_layout() {
-    // Instances of the non-external modes live across size sets; each uses one thread count.
+    // Instances of the non-external modes live across size sets (memory reuse and regrowth).
     std::vector<Instance> kept;
     std::size_t rotate = static_cast<std::size_t>(layout_);
+    bool external = false;
     for (TransientMemoryMode mode : config_.modes) {
-      if (mode == TransientMemoryMode::external || !config_.cpu_backend) continue;
+      if (mode == TransientMemoryMode::external) {
+        external = true;
+        continue;
+      }
+      // CPU: one thread count each, rotating (or all of them).
       std::vector<int> ts = config_.threads;
       if (!config_.every_thread_count_in_every_mode) ts = {config_.threads[rotate++ % config_.threads.size()]};
-      for (int t : ts) {
-        kept.push_back({mode, t, std::make_unique<CompiledProgram>(compile(c_.program, options(mode, t))), nullptr});
-        ++stats_.compiles;
-      }
+      if (config_.runs(Path::cpu))
+        for (int t : ts) kept.push_back(make(Path::cpu, options(mode, t)));
+      // The runner: device-resident fields in pool and persistent, host fields (copied in and
+      // back) in scoped.
+      if (config_.runs(Path::cuda_runner))
+        kept.push_back(make(Path::cuda_runner, options(mode, 1), false, mode != TransientMemoryMode::scoped));
     }
-    bool external = false;
-    for (TransientMemoryMode m : config_.modes) external |= m == TransientMemoryMode::external;
     if (layout_ == c_.layouts.front())  // once per case: the stride order is the views' business
-      for (bool cuda : {false, true}) {
-        if (!(cuda ? config_.cuda_emulation : config_.cpu_backend)) continue;
-        CompileOptions o = options(TransientMemoryMode::pool, cuda ? 1 : config_.threads.back());
+      for (Path path : {Path::cpu, Path::cuda_kernels, Path::cuda_runner}) {
+        if (!config_.runs(path)) continue;
+        CompileOptions o = options(TransientMemoryMode::pool, path == Path::cpu ? config_.threads.back() : 1);
         o.layout = Layout::any;
-        kept.push_back({TransientMemoryMode::pool, o.num_threads, std::make_unique<CompiledProgram>(compile_for(o, cuda)),
-                        nullptr, true, cuda});
-        ++stats_.compiles;
+        kept.push_back(make(path, o, true, path == Path::cuda_runner));
       }
 
     for (std::size_t si = 0; si < c_.sizes.size(); ++si) {
@@ -195,15 +244,17 @@ class CaseRunner {
       if (variants.size() > 1) sequence = {&variants[1], &variants[1], &variants[0], &variants[0]};
 
       std::vector<Instance> fresh;
-      if (external && config_.cpu_backend) {
+      if (external) {
         std::vector<int> ts = config_.threads;
         if (!config_.every_thread_count_in_every_mode && c_.sizes.size() > 1 && ts.size() > 2)
           ts = {ts[si % ts.size()], ts[(si + 2) % ts.size()]};
-        for (int t : ts)
-          if (auto f = make_external(t, false, variants[0].data, fresh)) return f;
+        if (config_.runs(Path::cpu))
+          for (int t : ts)
+            if (auto f = make_external(Path::cpu, t, variants[0].data, fresh)) return f;
+        for (Path path : {Path::cuda_kernels, Path::cuda_runner})
+          if (config_.runs(path))
+            if (auto f = make_external(path, 1, variants[0].data, fresh)) return f;
       }
-      if (external && config_.cuda_emulation)
-        if (auto f = make_external(1, true, variants[0].data, fresh)) return f;
       for (auto* list : {&fresh, &kept})
         for (Instance& inst : *list)
           for (std::size_t call = 0; call < sequence.size(); ++call)
@@ -212,10 +263,12 @@ class CaseRunner {
     return std::nullopt;
   }
 
-  // An external-mode instance whose workspace is exactly what workspace_requirements reports.
-  std::optional<Failure> make_external(int threads, bool cuda, const CallData& data, std::vector<Instance>& out) {
-    CompiledProgram probe = compile_for(options(TransientMemoryMode::pool, threads), cuda);
-    ++stats_.compiles;
+  // An external-mode instance whose workspace is exactly what workspace_requirements reports for
+  // the device its transients live on (host memory for cpu and cuda_kernels, "device" memory of
+  // the emulated runtime for cuda_runner).
+  std::optional<Failure> make_external(Path path, int threads, const CallData& data, std::vector<Instance>& out) {
+    const Device device = path == Path::cuda_runner ? Device::cuda : Device::cpu;
+    Instance probe = make(path, options(TransientMemoryMode::pool, threads));
     std::map<std::string, Field> fs = data.clone_fields();
     SizeMap sizes;
     try {
@@ -225,8 +278,8 @@ class CaseRunner {
     }
     std::size_t bytes = 0;
     try {
-      for (const WorkspaceRequirement& r : probe.workspace_requirements(sizes))
-        if (r.device == Device::cpu) bytes = r.bytes;
+      for (const WorkspaceRequirement& r : probe.compiled().workspace_requirements(sizes))
+        if (r.device == device) bytes = r.bytes;
     } catch (const Error&) {
       // No plan at these sizes (e.g. a scan read outside its swept range): the calls of the other
       // modes raise the same error, and are compared with the reference's rejection.
@@ -234,10 +287,17 @@ class CaseRunner {
     }
     auto fence = std::make_unique<testing_support::GuardedWorkspace>(bytes);
     CompileOptions o = options(TransientMemoryMode::external, threads);
-    o.memory.external_workspace[Device::cpu] = fence->workspace();
-    out.push_back({TransientMemoryMode::external, threads, std::make_unique<CompiledProgram>(compile_for(o, cuda)),
-                   std::move(fence), false, cuda});
-    ++stats_.compiles;
+    o.memory.external_workspace[device] = fence->workspace(device);
+#ifdef FIELDFLOW_WITH_CUDA
+    const void* workspace = fence->data();
+#endif
+    out.push_back(make(path, o, false, false, std::move(fence)));
+#ifdef FIELDFLOW_WITH_CUDA
+    if (device == Device::cuda) {
+      emulator_.add_device(workspace, bytes);
+      out.back().device_workspace = {workspace, [this](const void* p) { emulator_.remove_device(p); }};
+    }
+#endif
     return std::nullopt;
   }
 
@@ -248,6 +308,7 @@ class CaseRunner {
     // Views: the fields copied into padded host arrays, each in its own stride order.
     std::map<std::string, std::unique_ptr<testing_support::HostArray>> arrays;
     std::map<std::string, Field> views;
+    const Device where = inst.device_fields ? Device::cuda : Device::cpu;
     if (inst.views) {
       int n = 0;
       for (const auto& [name, f] : v.work) {
@@ -256,17 +317,37 @@ class CaseRunner {
             f, testing_support::axis_order(f.dims(), order), 1 + n % 3);
         ++n;
         const Field& w = a->view();
-        views.emplace(name, Field::view(const_cast<void*>(w.data()), w.dims(), w.dtype(), w.shape(), w.strides(), w.origin()));
+        views.emplace(name, Field::view(const_cast<void*>(w.data()), w.dims(), w.dtype(), w.shape(), w.strides(), w.origin(), where));
       }
+    } else if (inst.device_fields) {
+      for (auto& [name, f] : v.work)
+        views.emplace(name, Field::view(f.data(), f.dims(), f.dtype(), f.shape(), f.strides(), f.origin(), where));
     }
+#ifdef FIELDFLOW_WITH_CUDA
+    // Device fields are device memory for the emulated runtime during this call only.
+    std::vector<std::pair<const void*, std::size_t>> device_ranges;
+    if (inst.path == Path::cuda_runner) {
+      testing_support::emulator = &emulator_;
+      emulator_.launch = inst.launch;
+      if (inst.device_fields && inst.views)
+        for (const auto& [name, a] : arrays) device_ranges.push_back(a->allocation());
+      else if (inst.device_fields)
+        for (auto& [name, f] : v.work) device_ranges.emplace_back(f.data(), f.bytes());
+      for (const auto& [p, bytes] : device_ranges) emulator_.add_device(p, bytes);
+    }
+#endif
     try {
-      (*inst.program)(v.data.arguments(inst.views ? views : v.work));
+      inst.compiled()(v.data.arguments(views.empty() ? v.work : views));
     } catch (const std::exception& e) {
       got.error = error_kind(e);
       got.message = e.what();
     }
+#ifdef FIELDFLOW_WITH_CUDA
+    for (const auto& range : device_ranges) emulator_.remove_device(range.first);
+#endif
     ++stats_.compiled_calls;
-    if (inst.cuda) ++stats_.emulated_cuda_calls;
+    if (inst.path == Path::cuda_kernels) ++stats_.cuda_kernel_calls;
+    if (inst.path == Path::cuda_runner) ++stats_.cuda_runner_calls;
     std::string outside_views;
     for (const auto& [name, a] : arrays) {
       v.work.at(name).copy_values_from(a->view());
@@ -275,11 +356,12 @@ class CaseRunner {
     auto fail = [&](std::string kind, std::string what) {
       Failure f;
       f.kind = std::move(kind);
+      f.path = inst.path;
       f.mode = inst.mode;
       f.threads = inst.threads;
       f.layout = layout_;
-      f.cuda = inst.cuda;
-      f.detail = fmt::format("{}{} layout, {}, mode {}, {} thread(s), call #{} ({}): {}", inst.cuda ? "emulated CUDA, " : "",
+      f.detail = fmt::format("{}{}, {} layout, {}, mode {}, {} thread(s), call #{} ({}): {}", to_string(inst.path),
+                             inst.path == Path::cuda_runner ? (inst.device_fields ? " (device fields)" : " (host fields)") : "",
                              inst.views ? "views in any" : to_string(layout_), size_label_, to_string(inst.mode),
                              inst.threads, call_index + 1, v.label, what);
       return f;
@@ -307,9 +389,31 @@ class CaseRunner {
   RunStats& stats_;
   Layout layout_ = Layout::vertical_fastest;
   std::string size_label_;
+#ifdef FIELDFLOW_WITH_CUDA
+  // Outlive every instance (locals of run_layout): a runner's destructor still synchronises its
+  // stream through the emulator and frees its copies into the route's device memory.
+  testing_support::Emulator emulator_;
+  std::optional<testing_support::EmulatedDeviceMemory> device_memory_;
+#endif
 };
 
 }  // namespace
+
+std::string to_string(Path p) {
+  switch (p) {
+    case Path::cpu: return "cpu";
+    case Path::cuda_kernels: return "emulated CUDA kernels";
+    case Path::cuda_runner: return "CUDA runner on an emulated runtime";
+  }
+  return "?";
+}
+
+bool RunConfig::runs(Path p) const {
+#ifndef FIELDFLOW_WITH_CUDA
+  if (p == Path::cuda_runner) return false;  // needs the CUDA runtime's types
+#endif
+  return std::find(paths.begin(), paths.end(), p) != paths.end();
+}
 
 std::optional<Failure> check_case(const FuzzCase& c, const RunConfig& config, RunStats& stats) {
   try {

@@ -1,8 +1,9 @@
 #pragma once
 // The differential harness: runs a FuzzCase through the reference executor, the compiled CPU
 // backend in every transient-memory mode and several thread counts, and the CUDA backend's kernels
-// under host emulation of the launch grid, and reports the first disagreement (values,
-// accepted/rejected, error type, bytes written outside the workspace).
+// under host emulation (directly, and through the CUDA runner on an emulated runtime), and reports
+// the first disagreement (values, accepted/rejected, error type, bytes written outside the
+// workspace or a view).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,31 +14,37 @@
 
 namespace fieldflow::fuzz {
 
+// What runs the compiled code: the CPU backend; the CUDA backend's generated kernels under host
+// emulation of the launch grid (driver::compile_cuda_emulated: the GPU's schedule, its transients
+// in host memory, bound and checked by the CPU runtime); or those kernels launched by the CUDA
+// runner through an emulated CUDA runtime (support/cuda_emulator.h: the runner's staging, copies,
+// descriptor and device memory modes; builds with FIELDFLOW_WITH_CUDA only).
+enum class Path { cpu, cuda_kernels, cuda_runner };
+std::string to_string(Path p);
+
 // Which compiled variants to run. The defaults run every mode; external with each thread count.
 struct RunConfig {
   std::vector<int> threads = {1, 2, 3, 4};
   std::vector<TransientMemoryMode> modes = {TransientMemoryMode::external, TransientMemoryMode::pool,
                                             TransientMemoryMode::scoped, TransientMemoryMode::persistent};
+  std::vector<Path> paths = {Path::cpu, Path::cuda_kernels, Path::cuda_runner};
   bool every_thread_count_in_every_mode = false;  // else external gets them all, others one each
   std::string cache_dir;                          // empty: the compile default
-  // Also the CUDA backend's generated kernels, run on the host under an emulated launch grid
-  // (external mode, exact guarded workspace: the GPU schedule's transient offsets are checked).
-  bool cuda_emulation = true;
-  bool cpu_backend = true;  // false: the emulated CUDA instance only (shrinking a failure of it)
+  bool runs(Path p) const;
 };
 
 struct Failure {
   std::string kind;    // "values differ", "wrote past the workspace", "error mismatch", ...
-  std::string detail;  // layout, sizes, mode, threads, call and the first differing element
+  std::string detail;  // path, layout, sizes, mode, threads, call and the first differing element
+  Path path = Path::cpu;
   TransientMemoryMode mode = TransientMemoryMode::pool;
   int threads = 1;
   Layout layout = Layout::vertical_fastest;
-  bool cuda = false;  // the emulated CUDA instance failed
 };
 
 struct RunStats {
   std::uint64_t compiled_calls = 0, reference_calls = 0, rejected_calls = 0, compiles = 0;
-  std::uint64_t emulated_cuda_calls = 0;  // of compiled_calls
+  std::uint64_t cuda_kernel_calls = 0, cuda_runner_calls = 0;  // of compiled_calls
 };
 
 // Runs every size and layout of the case; returns the first failure, if any.

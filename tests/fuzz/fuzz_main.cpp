@@ -49,14 +49,14 @@ int main(int argc, char** argv) {
   app.add_option("--cache-dir", cache_dir, "compile cache (default: FIELDFLOW_CACHE_DIR or ~/.cache/fieldflow)");
   app.add_flag("--all-threads", all_threads, "every thread count 1-4 in every memory mode (slower)");
   bool no_cuda = false;
-  app.add_flag("--no-cuda-emulation", no_cuda, "skip the CUDA backend's kernels under host emulation");
+  app.add_flag("--no-cuda-emulation", no_cuda, "only the CPU backend (no emulated CUDA kernels or runner)");
   CLI11_PARSE(app, argc, argv);
   if (count == 0 && minutes <= 0) count = 100;
 
   RunConfig config;
   config.cache_dir = cache_dir;
   config.every_thread_count_in_every_mode = all_threads;
-  config.cuda_emulation = !no_cuda;
+  if (no_cuda) config.paths = {Path::cpu};
   RunStats stats;
   std::map<std::string, std::uint64_t> failures_by_kind;
   std::uint64_t tried = 0, failed = 0;
@@ -64,9 +64,9 @@ int main(int argc, char** argv) {
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double last_report = 0;
   auto report = [&] {
-    fmt::print("[{:7.1f} s] programs {}, compiled calls {} ({} emulated CUDA), reference calls {} ({} rejected), "
-               "failing programs {}\n", elapsed(), tried, stats.compiled_calls, stats.emulated_cuda_calls,
-               stats.reference_calls, stats.rejected_calls, failed);
+    fmt::print("[{:7.1f} s] programs {}, compiled calls {} (emulated CUDA: {} kernels, {} runner), reference calls {} "
+               "({} rejected), failing programs {}\n", elapsed(), tried, stats.compiled_calls, stats.cuda_kernel_calls,
+               stats.cuda_runner_calls, stats.reference_calls, stats.rejected_calls, failed);
     std::fflush(stdout);
   };
   for (std::uint64_t s = seed; count == 0 || s < seed + count; ++s) {
@@ -94,8 +94,7 @@ int main(int argc, char** argv) {
         narrow.modes = {failure->mode};
         narrow.threads = {failure->threads};
         narrow.every_thread_count_in_every_mode = true;
-        narrow.cpu_backend = !failure->cuda;
-        narrow.cuda_emulation = failure->cuda;
+        narrow.paths = {failure->path};
         FuzzCase start_case = c;
         start_case.layouts = {failure->layout};
         const std::string kind = failure->kind;
@@ -119,9 +118,9 @@ int main(int argc, char** argv) {
     }
   }
   if (elapsed() - last_report > 1) report();
-  fmt::print("done: {} programs in {:.1f} min, {} compiles (most are cache hits), {} compiled calls ({} emulated "
-             "CUDA), {} failing programs\n", tried, elapsed() / 60, stats.compiles, stats.compiled_calls,
-             stats.emulated_cuda_calls, failed);
+  fmt::print("done: {} programs in {:.1f} min, {} compiles (most are cache hits), {} compiled calls (emulated CUDA: "
+             "{} kernels, {} runner), {} failing programs\n", tried, elapsed() / 60, stats.compiles, stats.compiled_calls,
+             stats.cuda_kernel_calls, stats.cuda_runner_calls, failed);
   for (const auto& [kind, n] : failures_by_kind) fmt::print("  {}: {} program(s)\n", kind, n);
   return failed ? 1 : 0;
 }

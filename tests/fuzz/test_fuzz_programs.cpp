@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "driver/cuda_build.h"
 #include "fuzz/differential.h"
 #include "fuzz/shrink.h"
 
@@ -36,7 +37,10 @@ TEST_P(FuzzBatch, CompiledAgreesWithReference) {
   // The harness really ran the compiled program (a silent skip would pass every comparison).
   EXPECT_GT(stats.compiled_calls, programs_per_batch * 4);
   EXPECT_GT(stats.reference_calls, programs_per_batch);
-  EXPECT_GT(stats.emulated_cuda_calls, programs_per_batch);  // the CUDA kernels ran too
+  EXPECT_GT(stats.cuda_kernel_calls, programs_per_batch);  // the CUDA kernels ran too
+  if (driver::cuda_built()) {
+    EXPECT_GT(stats.cuda_runner_calls, programs_per_batch * 4);  // and the runner
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, FuzzBatch, ::testing::Range(0, batches));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "fieldflow/field.h"
@@ -42,6 +43,8 @@ class HostArray {
 
   Field& view() { return view_; }
   const Field& view() const { return view_; }
+  // The whole host allocation behind the view: elements, padding and slack.
+  std::pair<const void*, std::size_t> allocation() const { return {bytes_.data(), bytes_.size()}; }
 
   bool padding_untouched() const {
     std::vector<char> is_element(bytes_.size(), 0);
