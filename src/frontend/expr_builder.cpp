@@ -270,6 +270,15 @@ Expr Expr::operator()(const DynamicOffset& o) const {
   if (!type().has(o.dim))
     throw DimensionError(fmt::format("{}: the operand has dims [{}], which do not include {}", what,
                                      dims_str(type().dims), o.dim.name));
+  // A scan's columns are computed over the reading statement's horizontal range (a scan has no
+  // pointwise form to evaluate at an arbitrary column), while a dynamic offset may read any
+  // column: refused rather than failing or differing at call time.
+  if (o.dim.kind == DimKind::horizontal)
+    for (const ir::Expr* x : ir::post_order(node_))
+      if (x->kind == ir::ExprKind::scan)
+        throw DimensionError(fmt::format("{}: the operand contains the scan '{}'; a scan's value is read at dynamic "
+                                         "offsets along the vertical dimension only (write it to a field in one "
+                                         "call and gather from the field in the next)", what, x->name));
   if (!is_integral(o.offset.type().dtype))
     throw DTypeError(fmt::format("{}: expected an int32 or int64 offset, given {}", what,
                                  to_string(o.offset.type().dtype)));

@@ -1,6 +1,7 @@
 #include "passes/select_transients.h"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -40,28 +41,42 @@ double cost(const Expr& e, std::map<const Expr*, double>& memo) {
   return c;
 }
 
+bool is_dynamic(const ir::Position& p) {
+  for (const auto& c : p.coords)
+    if (c.kind == ir::DimAccess::Kind::dynamic) return true;
+  return false;
+}
+
 // The next node of kernel `k` to store as a transient, or nullptr.
+//
+// A value read at a dynamic offset is not stored: a transient holds the points of the kernel's
+// loop box (plus static offsets), while a dynamic read may go anywhere the value's own inputs
+// reach, which only the call's data decides. Such a value is computed where it is read, as the
+// reference does (a `materialize` label there is a request the kernel cannot honour; labels never
+// change a result). A scan has no pointwise form and is stored all the same.
 const Expr* pick(const ir::Schedule& s, const ir::Kernel& k) {
-  const Expr* forced = nullptr;
+  std::vector<const Expr*> forced;  // scans and materialize labels, in walk order
+  std::set<const Expr*> read_dynamically;
   std::map<const Expr*, std::set<std::string>> positions;
   std::vector<ir::Condition> conditions;
   const Expr* root = k.value.get();
   ir::walk_positions(k.value, ir::loop_position(ir::kernel_loop_dims(s, k)), conditions,
                      [&](const Expr& e, const ir::Position& p, int) {
-                       if (forced) return false;
-                       if (&e != root && (e.kind == ExprKind::scan || (e.kind == ExprKind::named && e.materialize))) {
-                         forced = &e;
-                         return false;
-                       }
+                       if (is_dynamic(p)) read_dynamically.insert(&e);
+                       if (&e != root && (e.kind == ExprKind::scan || (e.kind == ExprKind::named && e.materialize)) &&
+                           std::find(forced.begin(), forced.end(), &e) == forced.end())
+                         forced.push_back(&e);
                        if (!is_leaf(e)) positions[&e].insert(p.key());
                        return true;
                      });
-  if (forced) return forced;
+  for (const Expr* e : forced)
+    if (e->kind == ExprKind::scan || !read_dynamically.count(e)) return e;
   std::map<const Expr*, double> memo;
   const Expr* best = nullptr;
   double best_saving = 0;
   for (const auto& [e, where] : positions) {
     if (e == root || e->type.is_tuple() || e->type.dims.empty() || has_local_dim(e->type)) continue;
+    if (read_dynamically.count(e)) continue;
     // A label costs one more than what it wraps, so a labelled value is stored under its label.
     if (e->kind == ExprKind::broadcast || e->kind == ExprKind::cast) continue;
     const double extra = (static_cast<double>(where.size()) - 1) * cost(*e, memo);
