@@ -518,18 +518,9 @@ std::string PointEmitter::reduce(const Expr& e, const Point& p, std::string& cod
     if (src) {
       const std::string nb = neighbor(e.conn, src->str(), n, Missing::unchecked, code, body_ind);
       if (branch_free) {
-        const std::string present_key = "present:" + nb;
-        std::string present = lookup(present_key);
-        if (present.empty()) {
-          present = fresh("present");
-          // Selects, not branches: the loop around must stay free of control flow to vectorise.
-          code += fmt::format("{0}const bool {1} = {2} >= 0;  // missing neighbours do not contribute\n"
-                              "{0}{2} = {1} ? {2} : 0;\n", pad(body_ind), present, nb);
-          memo_.back()[present_key] = present;
-        }
-        code += fmt::format("{}bool {} = {};\n", pad(body_ind), ok, present);
+        code += fmt::format("{}bool {} = {};\n", pad(body_ind), ok, in_bounds_neighbor(e.conn, src->str(), n, nb, code, body_ind));
       } else {
-        code += fmt::format("{}if ({} < 0) continue;  // missing neighbours do not contribute\n", pad(body_ind), nb);
+        code += fmt::format("{}if (!{}) continue;  // missing neighbours do not contribute\n", pad(body_ind), present_test(nb));
       }
     } else if (branch_free) {
       code += fmt::format("{}bool {} = true;\n", pad(body_ind), ok);
@@ -645,30 +636,67 @@ std::string PointEmitter::store_all(const std::vector<std::string>& values, cons
   return code;
 }
 
+namespace {
+std::string neighbor_key(const Connectivity& c, const std::string& src, const std::string& slot) {
+  return fmt::format("nb:{}[{}]({})", c.name, slot, src);
+}
+}  // namespace
+
 std::string PointEmitter::neighbor(const Connectivity& c, const std::string& src, const std::string& slot, Missing missing,
                      std::string& code, int ind) {
-  const std::string key = fmt::format("nb:{}[{}]({})", c.name, slot, src);
-  if (std::string v = lookup(key); !v.empty()) return v;
-  const std::string t = use_table(c);
-  const std::string v = fresh("nb");
-  code += fmt::format("{}std::int32_t {} = {};\n", pad(ind), v,
-                      table_entry(t, fmt::format("std::int64_t({1}) * {0}_rs + std::int64_t({2}) * {0}_ns", t, src, slot)));
+  const std::string key = neighbor_key(c, src, slot);
+  std::string v = lookup(key);
+  if (v.empty()) {
+    const std::string t = use_table(c);
+    v = fresh("nb");
+    code += fmt::format("{}const std::int32_t {} = {};\n", pad(ind), v,
+                        table_entry(t, fmt::format("std::int64_t({1}) * {0}_rs + std::int64_t({2}) * {0}_ns", t, src, slot)));
+    memo_.back()[key] = v;
+  }
   // Fixed-index shifts (Missing::error) need no check here: the runtime has checked every table
   // row they read for skip values before the call (CompiledProgram::Impl::check_reads).
   if (missing == Missing::skip) {
     // A local field read through another element's row (f(V2E)(E2V[0])): its missing
-    // neighbours are skipped by the reduction whose loop this code is in.
+    // neighbours are skipped by the reduction whose loop this code is in. Checked for this
+    // reduction even when the entry was looked up for another one.
     std::string ok;
     for (std::size_t r = reducing_.size(); r-- > 0;)
       if (reducing_[r] == c.local) {
         ok = reduce_ok_[r];
         break;
       }
-    if (ok.empty()) code += fmt::format("{}if ({} < 0) continue;\n", pad(ind), v);
-    else code += fmt::format("{0}{1} = {1} && {2} >= 0;\n{0}{2} = {2} < 0 ? 0 : {2};\n", pad(ind), ok, v);
+    if (ok.empty()) {
+      code += fmt::format("{}if (!{}) continue;\n", pad(ind), present_test(v));
+    } else {
+      const std::string present = in_bounds_neighbor(c, src, slot, v, code, ind);
+      code += fmt::format("{0}{1} = {1} && {2};\n", pad(ind), ok, present);
+      v = lookup(key);
+    }
   }
-  memo_.back()[key] = v;
   return v;
+}
+
+// Whether table entry `nb` names a neighbour: `nb >= 0`, or, for an entry branch-free code has
+// replaced by slot 0, the flag kept when it was (in_bounds_neighbor).
+std::string PointEmitter::present_test(const std::string& nb) const {
+  const std::string flag = lookup("present:" + nb);
+  return flag.empty() ? fmt::format("({} >= 0)", nb) : flag;
+}
+
+// Branch-free code reads every slot, so a missing neighbour's -1 is replaced by 0 before any load:
+// a new variable that replaces the entry in this scope's memo (the entry itself, perhaps looked up
+// in an enclosing scope where code tests it for -1, is never changed), with a flag saying whether
+// the neighbour exists. Returns the flag.
+std::string PointEmitter::in_bounds_neighbor(const Connectivity& c, const std::string& src, const std::string& slot,
+                                             const std::string& nb, std::string& code, int ind) {
+  if (std::string flag = lookup("present:" + nb); !flag.empty()) return flag;  // nb is already the safe one
+  const std::string present = fresh("present"), safe = fresh("nb");
+  // Selects, not branches: the loop around must stay free of control flow to vectorise.
+  code += fmt::format("{0}const bool {1} = {2} >= 0;  // missing neighbours do not contribute\n"
+                      "{0}const std::int32_t {3} = {1} ? {2} : 0;\n", pad(ind), present, nb, safe);
+  memo_.back()[neighbor_key(c, src, slot)] = safe;
+  memo_.back()["present:" + safe] = present;
+  return present;
 }
 
 }  // namespace fieldflow::codegen
