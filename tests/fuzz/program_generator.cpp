@@ -6,7 +6,9 @@
 //  - scans (whose values exist only over the statement's K range) only appear in statements over
 //    the full K range, and are never shifted vertically outside a guarded branch;
 //  - neighbour shifts with a fixed index only use table slots that never hold -1 (except, rarely,
-//    on purpose: then both backends must reject the call alike).
+//    on purpose: then both backends must reject the call alike);
+//  - dynamic offsets are clamped into [0, nk) along K and into the halo budget along I and J
+//    (except, one in eight, on purpose: reads that leave the fields, rejected while running).
 // Anything the DSL still rejects (a DimensionError for a shift along a missing dim, ...) falls
 // back to a simpler expression, so generation never fails.
 #include "fuzz/program_generator.h"
@@ -347,6 +349,32 @@ class Generator {
     return concat_where(K >= scalars_.at("nk") - 1, x, x(K + 1));
   }
 
+  // A dynamic offset: the operand read where an integer expression of the point moves it. Along
+  // K the offset is clamped so that k + offset stays in [0, nk); along I or J into the
+  // statement's halo budget, and the operand gets no budget of its own along that dim (it is
+  // read anywhere in the clamped range). One in eight is not clamped: its reads may leave the
+  // fields, which the reference rejects (DomainError) and compiled code must reject while its
+  // kernels run, leaving every field as it was.
+  Expr dynamic_shift(DType t, const Ctx& ctx, int depth) {
+    const bool vertical = mesh_ || coin(0.5);
+    const int d = uni(0, 1);
+    if (!vertical && ctx.budget.lo[d] == 0 && ctx.budget.hi[d] == 0) return float_expr(t, ctx, depth - 1);
+    Ctx inner = ctx;
+    if (!vertical) inner.budget.lo[d] = inner.budget.hi[d] = 0;
+    const Expr x = float_expr(t, inner, depth - 1);
+    const Dimension& dim = vertical ? K : d == 0 ? I : J;
+    if (!x.type().has(dim)) return x;
+    Expr off = int_expr(ctx, 1);
+    if (!coin(0.125)) {
+      if (vertical) {
+        off = minimum(maximum(off, -index(K)), scalars_.at("nk") - 1 - index(K));
+      } else {
+        off = minimum(maximum(off, lit(DType::int32, -ctx.budget.lo[d])), lit(DType::int32, ctx.budget.hi[d]));
+      }
+    }
+    return x(dim + off);
+  }
+
   std::optional<Expr> use_shared(const Ctx& ctx) {
     std::vector<const Shared*> fit;
     for (const auto& s : shared_)
@@ -367,7 +395,7 @@ class Generator {
 
   Expr float_node(DType t, const Ctx& ctx, int depth) {
     const bool f64 = t == DType::float64;
-    const int choice = uni(0, 19);
+    const int choice = uni(0, 20);
     auto sub = [&] { return float_expr(t, ctx, depth - 1); };
     switch (choice) {
       case 0: return sub() + sub();
@@ -414,6 +442,7 @@ class Generator {
         if (f64 && ctx.allow_scan && depth >= 2) return scan_expr(ctx, depth);
         return sub() + float_leaf(t, ctx);
       case 17: return mesh_ && f64 ? neighbour_expr(ctx, depth) : sub() - float_leaf(t, ctx);
+      case 20: return dynamic_shift(t, ctx, depth);
       default: return float_leaf(t, ctx) * sub();
     }
   }

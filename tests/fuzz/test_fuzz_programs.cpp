@@ -98,8 +98,8 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
   for (const char* feature :
        {"cartesian", "torus", "bounded mesh", "vertical_fastest", "horizontal_fastest", "short-field calls",
         "tuple outputs", "forward scan", "backward scan", "tuple carry", "materialize", "reads float32", "reads int32",
-        "in/out", "statements over different domains", "value shared by statements", "shift", "neighbor_shift",
-        "reduce", "where", "concat_where", "astype", "binary", "unary"})
+        "in/out", "statements over different domains", "value shared by statements", "shift", "dynamic_shift",
+        "neighbor_shift", "reduce", "where", "concat_where", "astype", "binary", "unary"})
     EXPECT_GE(seen[feature], 5) << feature;
 }
 

@@ -5,9 +5,14 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
+#include <fmt/format.h>
+
+#include "driver/cuda_build.h"
 #include "fieldflow/compile.h"
 #include "fieldflow/dsl.h"
+#include "fieldflow/errors.h"
 #include "fieldflow/mesh.h"
 #include "fieldflow/reference.h"
 #include "support/backend_harness.h"
@@ -75,6 +80,111 @@ TEST(FuzzRegressions, IntegerComputedFromAFloatConvertsBackToPositiveZero) {
     compile(p, testing_support::cpu_options(layout))(Arguments().field("a", fa).field("o", c));
     EXPECT_FALSE(std::signbit(r.at<double>({0, 0, 3})));
     EXPECT_TRUE(same_bits(r, c, "o")) << to_string(layout);
+  }
+}
+
+// Fuzzer seed 25 of the generator with dynamic offsets (shrunk): a value read at a dynamic offset
+// was stored as a transient over the reading statement's own range, so a read past that range
+// (inside the field: the reference accepts) was refused as "a dynamic offset read outside a
+// field's extent". Such a value is computed where it is read, whether a label asks to store it
+// (materialize) or the cost model would (a value read at two points).
+TEST(FuzzRegressions, ValuesReadAtDynamicOffsetsAreReadWhereverTheirInputsReach) {
+  const Dimension J = horizontal_dim("J");
+  for (bool label : {false, true}) {
+    ProgramBuilder pb(label ? "dyn_materialized" : "dyn_shared");
+    auto a = pb.field("a", {I, J, K}, DType::float64), o = pb.field("o", {I, J, K}, DType::float64);
+    auto off = pb.field("off", {I, J, K}, DType::int32);
+    // Worth storing when read at two points (over passes::recompute_threshold operations).
+    Expr v = a;
+    for (int n = 0; n < 24; ++n) v = sin(v) * 0.5 + a;
+    if (label) v = materialize("t0", a);
+    pb.call("s", label ? v(J + off) : v(J + off) + v, {o}, {{I, 0, 3}, {J, 1, 2}, {K, 0, 2}});
+    const ir::Program p = pb.build();
+    for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+      SCOPED_TRACE(fmt::format("{}, {}", p.name, to_string(layout)));
+      // Fields over J in [-2, 5): the statement covers J = 1 only and reads J = -1 .. 4.
+      Field fa({I, J, K}, DType::float64, {3, 7, 2}, {0, -2, 0}, layout);
+      Field foff({I, J, K}, DType::int32, {3, 7, 2}, {0, -2, 0}, layout);
+      for (std::int64_t n = 0; n < fa.size(); ++n) fa.set_from_double(n, 0.1 + 0.37 * static_cast<double>(n % 11));
+      for (std::int64_t n = 0; n < foff.size(); ++n) foff.set_from_double(n, static_cast<double>(n % 6) - 2);
+      Field r({I, J, K}, DType::float64, {3, 7, 2}, {0, -2, 0}, layout), c = r.clone();
+      auto args = [&](Field& out) { return Arguments().field("a", fa).field("off", foff).field("o", out); };
+      run_reference(p, args(r));
+      compile(p, testing_support::cpu_options(layout))(args(c));
+      EXPECT_TRUE(same_bits(r, c, "o"));
+      Field e = r.clone();
+      driver::compile_cuda_emulated(p, CompileOptions{.layout = layout})(args(e));
+      EXPECT_TRUE(same_bits(r, e, "o (emulated CUDA)"));
+    }
+  }
+}
+
+// Found while adding dynamic offsets to the generator: a scan read at a dynamic horizontal
+// offset was computed over the reading statement's columns only, so a read of another column
+// (which the reference computes) failed at call time. The DSL refuses it when the program is
+// built; along K a scan's value is read at dynamic offsets as before.
+TEST(FuzzRegressions, ScansAreReadAtDynamicOffsetsAlongKOnly) {
+  const Dimension J = horizontal_dim("J");
+  ProgramBuilder pb("dyn_scan");
+  auto a = pb.field("a", {I, J, K}, DType::float64), o = pb.field("o", {I, J, K}, DType::float64);
+  auto off = pb.field("off", {I, J, K}, DType::int32);
+  auto s = scan("acc", ScanDirection::forward, {Scalar(0.0)},
+                [](const Expr& c, const std::vector<Expr>& in) { return c * 0.5 + in[0]; }, {a});
+  try {
+    (s + 1.0)(J + off);
+    FAIL() << "expected DimensionError";
+  } catch (const DimensionError& e) {
+    EXPECT_NE(std::string(e.what()).find("the operand contains the scan 'acc'"), std::string::npos) << e.what();
+  }
+  // Along K: k + off clamped into [0, 3).
+  const Expr k = astype(index(K), DType::int32);
+  pb.call("s", s(K + minimum(maximum(off, -k), 2 - k)), {o}, {{I, 0, 3}, {J, 1, 2}, {K, 0, 3}});
+  const ir::Program p = pb.build();
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+    Field fa({I, J, K}, DType::float64, {3, 4, 3}, {}, layout), foff({I, J, K}, DType::int32, {3, 4, 3}, {}, layout);
+    for (std::int64_t n = 0; n < fa.size(); ++n) fa.set_from_double(n, 0.1 + 0.37 * static_cast<double>(n % 11));
+    for (std::int64_t n = 0; n < foff.size(); ++n) foff.set_from_double(n, static_cast<double>(n % 5) - 2);
+    Field r({I, J, K}, DType::float64, {3, 4, 3}, {}, layout), c = r.clone(), e = r.clone();
+    auto args = [&](Field& out) { return Arguments().field("a", fa).field("off", foff).field("o", out); };
+    run_reference(p, args(r));
+    compile(p, testing_support::cpu_options(layout))(args(c));
+    EXPECT_TRUE(same_bits(r, c, "o")) << to_string(layout);
+    driver::compile_cuda_emulated(p, CompileOptions{.layout = layout})(args(e));
+    EXPECT_TRUE(same_bits(r, e, "o (emulated CUDA)")) << to_string(layout);
+  }
+}
+
+// Fuzzer seed 20200256 (shrunk): two reductions over the same neighbours in one expression, the
+// first branch-free (min_over of a constant: every slot read, a missing neighbour's -1 replaced by
+// slot 0 in the shared table-entry variable) and the second with a dynamic offset (a branch per
+// slot that skips -1). The second reused the first's variable, saw 0 instead of -1 and took a
+// missing neighbour into its max_over. The entry variable is never changed now: branch-free code
+// reads through its own copy.
+TEST(FuzzRegressions, AReductionAfterABranchFreeOneSkipsTheSameMissingNeighbours) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 6);
+  const Mesh mesh = make_bounded_mesh(3, 3);  // V2E holds -1 at the boundary
+  ProgramBuilder pb("branch_free_then_dynamic");
+  auto f = pb.field("f", {Edge, K}, DType::float64), o = pb.field("o", {Vertex, K}, DType::float64);
+  auto nv = pb.scalar("nv", DType::int32);
+  const Expr zero = Expr::literal(Scalar(std::int32_t{-1})) + broadcast(Expr::literal(Scalar(std::int32_t{1})), {Edge, K});
+  const Expr ones = broadcast(Expr::literal(Scalar(1.0)), {Vertex, V2E.local, K});
+  pb.call("s", fmod(max_over(f(K + zero)(V2E), V2E), min_over(ones, V2E)), {o}, {{Vertex, 0, nv}, {K, 0, 2}});
+  const ir::Program p = pb.build();
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+    // Edge 0 (read in place of every missing neighbour) holds the largest values.
+    Field ff({Edge, K}, DType::float64, {mesh.n_edges, 2}, {}, layout);
+    for (std::int64_t n = 0; n < ff.size(); ++n) ff.set_from_double(n, 0.25 + 0.5 * std::sin(0.7 * static_cast<double>(n)));
+    ff.at<double>({0, 0}) = ff.at<double>({0, 1}) = 0.9375;
+    Field r({Vertex, K}, DType::float64, {mesh.n_vertices, 2}, {}, layout), c = r.clone(), e = r.clone();
+    auto args = [&](Field& out) {
+      return Arguments().field("f", ff).field("o", out).scalar("nv", mesh.n_vertices).connectivity("V2E", mesh.table("V2E"));
+    };
+    run_reference(p, args(r));
+    compile(p, testing_support::cpu_options(layout))(args(c));
+    EXPECT_TRUE(same_bits(r, c, "o")) << to_string(layout);
+    driver::compile_cuda_emulated(p, CompileOptions{.layout = layout})(args(e));
+    EXPECT_TRUE(same_bits(r, e, "o (emulated CUDA)")) << to_string(layout);
   }
 }
 
