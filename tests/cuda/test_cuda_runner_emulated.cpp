@@ -443,12 +443,7 @@ TEST_F(EmulatedRunner, APerCallStreamCarriesTheCallsWork) {
 // a new mesh's tables reused the old mesh's memory (same address and size, other entries).
 TEST_F(EmulatedRunner, ANewTableObjectIsCopiedAgainWhereverItLives) {
   const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
-  const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
-  ProgramBuilder pb("edge_mean");
-  Expr fv = pb.field("fv", {Vertex}, DType::float64), fe = pb.field("fe", {Edge}, DType::float64);
-  Expr ne = pb.scalar("ne", DType::int32);
-  pb.call("mean", 0.5 * (fv(E2V[0]) + fv(E2V[1])), {fe}, {{Edge, 0, ne}});
-  EmulatedProgram p = make(pb.build(), TransientMemoryMode::pool);
+  EmulatedProgram p = make(testing_support::edge_mean_program(), TransientMemoryMode::pool);
   std::int32_t e2v[6] = {0, 1, 1, 2, 2, 0};  // C order: edge i joins e2v[2i], e2v[2i + 1]
   std::vector<double> v = {10, 20, 40}, e(3, -1.0);
   Field fvv = Field::view(v.data(), {Vertex}, DType::float64, {3}, {1});

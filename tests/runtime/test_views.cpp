@@ -19,6 +19,7 @@
 #include "fieldflow/examples.h"
 #include "fieldflow/mesh.h"
 #include "fieldflow/reference.h"
+#include "support/backend_harness.h"
 #include "support/host_arrays.h"
 
 namespace fieldflow {
@@ -237,12 +238,7 @@ TEST(Views, AnOutputWithoutElementsIsDistinctWhateverItsStrides) {
 // unless its entries pointer or shape changed.
 TEST(Views, TableViewsInFortranOrderAndOutOfRangeEntries) {
   const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
-  const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
-  ProgramBuilder pb("edge_mean");
-  Expr fv = pb.field("fv", {Vertex}, DType::float64), fe = pb.field("fe", {Edge}, DType::float64);
-  Expr ne = pb.scalar("ne", DType::int32);
-  pb.call("mean", 0.5 * (fv(E2V[0]) + fv(E2V[1])), {fe}, {{Edge, 0, ne}});
-  const ir::Program p = pb.build();
+  const ir::Program p = testing_support::edge_mean_program();
   // 3 edges over 3 vertices, Fortran order: column k holds neighbour k of every edge.
   std::int32_t e2v[6] = {0, 1, 2,  //
                          1, 2, 0};
@@ -278,12 +274,7 @@ TEST(Views, TableViewsInFortranOrderAndOutOfRangeEntries) {
 // that, a new table's out-of-range entry would be read unchecked.
 TEST(Views, ANewTableObjectAtAFreedTablesAddressIsCheckedAgain) {
   const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
-  const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
-  ProgramBuilder pb("edge_mean");
-  Expr fv = pb.field("fv", {Vertex}, DType::float64), fe = pb.field("fe", {Edge}, DType::float64);
-  Expr ne = pb.scalar("ne", DType::int32);
-  pb.call("mean", 0.5 * (fv(E2V[0]) + fv(E2V[1])), {fe}, {{Edge, 0, ne}});
-  CompiledProgram program = compile(pb.build(), CompileOptions{});
+  CompiledProgram program = compile(testing_support::edge_mean_program(), CompileOptions{});
   std::int32_t e2v[6] = {0, 1, 1, 2, 2, 0};
   std::vector<double> v = {10, 20, 40}, e(3, -1.0);
   Field fvv = Field::view(v.data(), {Vertex}, DType::float64, {3}, {1});

@@ -14,10 +14,23 @@
 #include <vector>
 
 #include "fieldflow/compile.h"
+#include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/reference.h"
 
 namespace fieldflow::testing_support {
+
+// fe = 0.5 * (fv(E2V[0]) + fv(E2V[1])) over Edge [0, ne): the smallest program that reads a
+// neighbour table, for tests of how tables are bound, checked and copied.
+inline ir::Program edge_mean_program() {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  ProgramBuilder pb("edge_mean");
+  Expr fv = pb.field("fv", {Vertex}, DType::float64), fe = pb.field("fe", {Edge}, DType::float64);
+  Expr ne = pb.scalar("ne", DType::int32);
+  pb.call("mean", 0.5 * (fv(E2V[0]) + fv(E2V[1])), {fe}, {{Edge, 0, ne}});
+  return pb.build();
+}
 
 // Bitwise comparison of two fields of the same shape; reports the first differing element.
 inline ::testing::AssertionResult same_bits(const Field& a, const Field& b, const std::string& what) {
