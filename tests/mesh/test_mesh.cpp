@@ -709,6 +709,29 @@ TEST(MeshErrors, UnknownTableThrowsConnectivityErrorNamingIt) {
   EXPECT_THROW(m.table("c2e"), Error);
 }
 
+// Table identities (what compiled programs use to tell tables apart): stable for one object, new
+// for every new object, copy, assignment and move target, never reused.
+TEST(MeshTables, EveryTableObjectHasItsOwnIdentity) {
+  const Mesh a = make_torus_mesh(3, 3);
+  const NeighborTable& e2v = a.table("E2V");
+  const std::uint64_t id = e2v.identity();
+  EXPECT_EQ(e2v.identity(), id);  // stable
+  std::set<std::uint64_t> seen;
+  for (const auto& [name, t] : a.tables) EXPECT_TRUE(seen.insert(t.identity()).second) << name;
+  const Mesh b = a;  // a copy: same entries, new tables
+  for (const auto& [name, t] : b.tables) EXPECT_TRUE(seen.insert(t.identity()).second) << name << " (copy)";
+  NeighborTable assigned = b.table("V2E");
+  const std::uint64_t before = assigned.identity();
+  assigned = e2v;
+  EXPECT_TRUE(seen.insert(before).second);
+  EXPECT_TRUE(seen.insert(assigned.identity()).second) << "assignment draws a new identity";
+  NeighborTable moved = std::move(assigned);
+  EXPECT_TRUE(seen.insert(moved.identity()).second) << "a move target is a new object";
+  const std::int32_t entries[2] = {0, 1};
+  for (int i = 0; i < 3; ++i)  // views over the same entries are distinct tables
+    EXPECT_TRUE(seen.insert(NeighborTable::view("E2V", "Edge", "Vertex", 1, 2, 2, entries, 2, 1).identity()).second);
+}
+
 TEST(MeshDeterminism, RepeatedCallsGiveIdenticalMeshes) {
   const Mesh a = make_bounded_mesh(7, 6), b = make_bounded_mesh(7, 6);
   ASSERT_EQ(a.tables.size(), b.tables.size());
