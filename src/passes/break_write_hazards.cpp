@@ -23,6 +23,9 @@ bool reads_elsewhere(const ir::Kernel& k, const std::string& buffer) {
 void break_write_hazards(ir::Schedule& s) {
   bool changed = false;
   for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    // The copies run in output order: a fused kernel may write one field for two statements
+    // (s0 then s1), and the later statement's value must be the one left in the field.
+    std::size_t copies = 0;
     for (std::size_t o = 0; o < s.kernels[k].outputs.size(); ++o) {
       const std::string out = s.kernels[k].outputs[o];
       // Kernels that may fail an in-kernel check (dynamic offsets) write through a double buffer
@@ -47,7 +50,7 @@ void break_write_hazards(ir::Schedule& s) {
       for (auto& tr : s.transients)
         if (tr.producer > static_cast<int>(k)) ++tr.producer;
       s.transients.push_back(t);
-      s.kernels.insert(s.kernels.begin() + static_cast<long>(k) + 1, std::move(copy));
+      s.kernels.insert(s.kernels.begin() + static_cast<long>(k + 1 + copies++), std::move(copy));
       changed = true;
     }
   }

@@ -188,6 +188,39 @@ TEST(FuzzRegressions, AReductionAfterABranchFreeOneSkipsTheSameMissingNeighbours
   }
 }
 
+// Fuzzer seed 20400084 (shrunk): two statements write o0, the second as the first component of
+// a tuple whose other component reads at a dynamic K offset. The two were fused into one kernel,
+// which (having a dynamic offset) writes every output through a double buffer and a copy kernel;
+// the copies were inserted in reverse output order, so the first statement's copy ran last and
+// left its value (1) where the reference has the second's (3: a sum over three neighbours).
+TEST(FuzzRegressions, ALaterStatementsWriteWinsThroughDoubleBuffers) {
+  const Dimension Cell = horizontal_dim("Cell"), Edge = horizontal_dim("Edge");
+  const Connectivity C2E = make_connectivity("C2E", Cell, Edge, 3);
+  const Mesh mesh = make_bounded_mesh(2, 2);
+  ProgramBuilder pb("tuple_after_write");
+  auto fc = pb.field("fc", {Cell, K}, DType::float64);
+  auto o0 = pb.field("o0", {Cell, K}, DType::float64), o1 = pb.field("o1", {Cell, K}, DType::float64);
+  auto nc = pb.scalar("nc", DType::int32);
+  pb.call("s0", broadcast(Expr::literal(Scalar(1.0)), {Cell, K}), {o0}, {{Cell, 0, nc}, {K, 0, 1}});
+  const Expr ones = broadcast(Expr::literal(Scalar(1.0)), {Cell, C2E.local, K});
+  pb.call("s1", make_tuple({neighbor_sum(ones, C2E), fc(K + astype(index(K), DType::int32))}), {o0, o1},
+          {{Cell, 0, nc}, {K, 0, 1}});
+  const ir::Program p = pb.build();
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+    Field ff({Cell, K}, DType::float64, {mesh.n_cells, 1}, {}, layout);
+    ff.fill(0.5);
+    Field r0({Cell, K}, DType::float64, {mesh.n_cells, 1}, {}, layout), r1 = r0.clone(), c0 = r0.clone(), c1 = r0.clone();
+    auto args = [&](Field& a, Field& b) {
+      return Arguments().field("fc", ff).field("o0", a).field("o1", b).scalar("nc", mesh.n_cells).connectivity("C2E", mesh.table("C2E"));
+    };
+    run_reference(p, args(r0, r1));
+    compile(p, testing_support::cpu_options(layout))(args(c0, c1));
+    EXPECT_EQ(r0.at<double>({0, 0}), 3.0);
+    EXPECT_TRUE(same_bits(r0, c0, "o0")) << to_string(layout);
+    EXPECT_TRUE(same_bits(r1, c1, "o1")) << to_string(layout);
+  }
+}
+
 // Fuzzer seed 16 (shrunk): min_over must fold neighbours in slot order as `v < acc ? v : acc`
 // (the reference, and what max_over does mirrored). The CPU backend emits ff_min(x, acc), which
 // keeps the new value on ties: +0 vs -0 come out with the other sign, and a NaN neighbour after a
