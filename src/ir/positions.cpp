@@ -224,9 +224,13 @@ void walk_positions(const ExprPtr& root, const Position& start, std::vector<Cond
 }
 
 ExprPtr replace_node(const ExprPtr& root, const Expr* target, const ExprPtr& replacement) {
+  return replace_nodes(root, {{target, replacement}});
+}
+
+ExprPtr replace_nodes(const ExprPtr& root, const std::unordered_map<const Expr*, ExprPtr>& replacements) {
   std::unordered_map<const Expr*, ExprPtr> done;
   std::function<ExprPtr(const ExprPtr&)> rebuild = [&](const ExprPtr& e) -> ExprPtr {
-    if (e.get() == target) return replacement;
+    if (auto r = replacements.find(e.get()); r != replacements.end()) return r->second;
     auto it = done.find(e.get());
     if (it != done.end()) return it->second;
     bool changed = false;

@@ -6,6 +6,7 @@
 // reads (extent inference); code generation follows the same rules when it emits the loads.
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/schedule.h"
@@ -47,6 +48,10 @@ void walk_positions(const ExprPtr& root, const Position& start, std::vector<Cond
 // Rebuilds `root` with every occurrence of `target` replaced by `replacement` (tuple elements of
 // a replaced tuple are forwarded through tuple_get).
 ExprPtr replace_node(const ExprPtr& root, const Expr* target, const ExprPtr& replacement);
+// The same for several nodes at once. Replacements are not searched: a replacement that contains
+// a target node (a field's new value computed from its old one) keeps it, where replacing one node
+// after the other would substitute into the previous replacement.
+ExprPtr replace_nodes(const ExprPtr& root, const std::unordered_map<const Expr*, ExprPtr>& replacements);
 
 // A read of a schedule-level buffer (parameter or transient) as an expression.
 ExprPtr buffer_ref(const std::string& name, DType dtype, std::vector<Dimension> dims);

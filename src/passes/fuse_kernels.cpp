@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 
 #include "ir/positions.h"
 #include "passes/infer_accesses.h"
@@ -77,15 +78,19 @@ void fuse_kernels(ir::Schedule& s) {
       continue;
     }
     std::vector<ir::ExprPtr> a_parts = components(a), b_parts = components(b);
-    // The later kernel takes the earlier one's values directly instead of re-reading them.
-    // post_order lists raw nodes of `part`'s tree as it was: `original` keeps them alive while
-    // `part` is replaced by rebuilt trees (found by the whole suite under ASan: use after free).
-    for (auto& part : b_parts)
-      for (std::size_t o = 0; o < a.outputs.size(); ++o) {
-        const ir::ExprPtr original = part;
-        for (const ir::Expr* e : ir::post_order(original))
-          if (e->kind == ir::ExprKind::field_ref && e->name == a.outputs[o]) part = ir::replace_node(part, e, a_parts[o]);
-      }
+    // The later kernel takes the earlier one's values directly instead of re-reading them: each
+    // read of an output of `a` becomes the value `a` last wrote to it (a buffer may be written
+    // twice, by two fused statements). All reads are replaced at once: a value of `a` may read
+    // that buffer itself (`o = o * i`), and that read means the value before `a`, not another
+    // substitution (fuzzer seed 49, docs/reliability.md class 19).
+    for (auto& part : b_parts) {
+      std::unordered_map<const ir::Expr*, ir::ExprPtr> written;
+      for (const ir::Expr* e : ir::post_order(part))
+        if (e->kind == ir::ExprKind::field_ref)
+          for (std::size_t o = 0; o < a.outputs.size(); ++o)
+            if (e->name == a.outputs[o]) written[e] = a_parts[o];  // the last write wins
+      if (!written.empty()) part = ir::replace_nodes(part, written);
+    }
     std::vector<std::string> outputs;
     std::vector<ir::ExprPtr> values;
     for (std::size_t o = 0; o < a.outputs.size(); ++o) {
