@@ -243,7 +243,7 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
             }
             break;
           }
-          case DimAccess::Kind::local: lo = 0; hi = d.extent; break;
+          case DimAccess::Kind::local: lo = d.min_offset; hi = d.max_offset + 1; break;  // the slots read
           case DimAccess::Kind::dynamic: {
             // Checked in the kernel; a transient still needs the kernel's own range.
             const int a = sub.axis(d.dim);

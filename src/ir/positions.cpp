@@ -181,12 +181,11 @@ class Walker {
       case ExprKind::named:
       case ExprKind::broadcast: walk(*e.args[0], p, component); return;
       case ExprKind::local_slot: {
-        // A constant slot: summarised as a read anywhere in the local dimension, which a sparse
-        // field covers entirely anyway.
+        // A constant slot: only that slot is read, so a sparse field needs to cover only it (as
+        // in the reference; fuzzer seed 66, docs/reliability.md class 20).
         Position q = p;
         std::erase_if(q.coords, [&](const Coord& c) { return c.dim == e.conn.local; });
-        q.coords.push_back({e.conn.local, DimAccess::Kind::local, 0, fmt::format("#{}", e.offset), e.conn.max_neighbors,
-                            {}, {}, 0, {}});
+        q.coords.push_back({e.conn.local, DimAccess::Kind::local, e.offset, fmt::format("#{}", e.offset), 1, {}, {}, 0, {}});
         walk(*e.args[0], q, component);
         return;
       }

@@ -16,9 +16,9 @@ namespace fieldflow::ir {
 struct Coord {
   Dimension dim;
   DimAccess::Kind kind = DimAccess::Kind::loop;
-  std::int64_t offset = 0;  // loop / table: added to the index
+  std::int64_t offset = 0;  // loop / table: added to the index; local: the first slot read
   std::string via;          // table / local / dynamic: how the index is obtained (identity)
-  int extent = 0;           // local: number of neighbour slots
+  int extent = 0;           // local: number of neighbour slots read (all of them in a reduction)
   // table: how the index is found from the loop box (see DimAccess::hops); empty when it is not.
   std::vector<TableHop> hops;
   Dimension root;

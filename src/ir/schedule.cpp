@@ -26,7 +26,7 @@ std::string print_access(const Access& a, const Kernel& k) {
                                           : fmt::format("{}{:+d}..{:+d}", d.dim.name, d.min_offset, d.max_offset);
         break;
       case DimAccess::Kind::table: s += fmt::format("{}:table", d.dim.name); break;
-      case DimAccess::Kind::local: s += fmt::format("{}:0..{}", d.dim.name, d.extent); break;
+      case DimAccess::Kind::local: s += fmt::format("{}:{}..{}", d.dim.name, d.min_offset, d.max_offset + 1); break;
       case DimAccess::Kind::dynamic: s += fmt::format("{}:dynamic", d.dim.name); break;
     }
   }

@@ -37,13 +37,12 @@ struct DimAccess {
   enum class Kind : std::uint8_t {
     loop,     // the kernel's loop index along `dim` plus an offset in [min_offset, max_offset]
     table,    // an index read from a neighbour table: anywhere in [0, size of dim)
-    local,    // a neighbour slot: [0, max_neighbors)
+    local,    // neighbour slots [min_offset, max_offset]: all in a reduction, one for a fixed slot
     dynamic,  // loop index plus a data-dependent offset: bounds-checked inside the kernel
   };
   Dimension dim;
   Kind kind = Kind::loop;
   std::int64_t min_offset = 0, max_offset = 0;
-  int extent = 0;  // local: max_neighbors
   // table: the rows of the first table are the kernel's loop index along `root` plus an offset in
   // [root_min, root_max], then each hop looks up the next index. Empty when the rows are not known
   // from the loop box (a data-dependent source): any index of the dimension may be read.

@@ -58,7 +58,7 @@ void infer_accesses(ir::Schedule& s) {
                              const ir::Coord* src = p.find(e.conn.source);
                              FIELDFLOW_ASSERT(src, "neighbour shift without its source");
                              k.fixed_shifts.push_back({e.conn.name, static_cast<int>(e.offset),
-                                                       {e.conn.source, src->kind, src->offset, src->offset, 0, src->hops, src->root,
+                                                       {e.conn.source, src->kind, src->offset, src->offset, src->hops, src->root,
                                                         src->root_offset, src->root_offset, {}},
                                                        p.constraints});
                            }
@@ -69,8 +69,11 @@ void infer_accesses(ir::Schedule& s) {
                          for (const Dimension& d : e.type.dims) {
                            const ir::Coord* c = p.find(d);
                            FIELDFLOW_ASSERT(c, "read of " + e.name + " at a position without " + d.name);
-                           a.dims.push_back({d, c->kind, c->offset, c->offset, c->extent, c->hops, c->root,
-                                             c->root_offset, c->root_offset, c->value_constraints});
+                           // A local coordinate reads the slots [offset, offset + extent).
+                           const std::int64_t last =
+                               c->kind == ir::DimAccess::Kind::local ? c->offset + c->extent - 1 : c->offset;
+                           a.dims.push_back({d, c->kind, c->offset, last, c->hops, c->root, c->root_offset,
+                                             c->root_offset, c->value_constraints});
                          }
                          add_access(k.accesses, std::move(a));
                          return true;

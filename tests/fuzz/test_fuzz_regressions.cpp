@@ -362,5 +362,43 @@ TEST(FuzzRegressions, ThreeFusedStatementsWritingOneFieldKeepProgramOrder) {
     }
 }
 
+// Fuzzer seed 66 (shrunk): one stored slot of a sparse field, w(slot(V2E, 2)), reads only that
+// slot. A field covering slots [0, 5) of six is enough, as for the reference; compiled code
+// required all six. A reduction over the field still needs every slot, on both.
+TEST(FuzzRegressions, AFixedSlotOfASparseFieldNeedsOnlyThatSlot) {
+  const Dimension Vertex = horizontal_dim("Vertex");
+  const Connectivity V2E = make_connectivity("V2E", Vertex, horizontal_dim("Edge"), 6);
+  const Mesh mesh = make_torus_mesh(3, 4);
+  for (bool reduce : {false, true}) {
+    ProgramBuilder pb("sparse_slot");
+    auto w = pb.field("w", {Vertex, V2E.local, K}, DType::float64), o = pb.field("o", {Vertex, K}, DType::float64);
+    auto n = pb.scalar("n", DType::int32);
+    pb.call("s", reduce ? neighbor_sum(w, V2E) : w(slot(V2E, 2)), {o}, {{Vertex, 1, n}, {K, 0, 2}});
+    const ir::Program p = pb.build();
+    for (std::int64_t slots : {6, 5, 3, 2}) {
+      Field fw({Vertex, V2E.local, K}, DType::float64, {mesh.n_vertices, slots, 2});
+      for (std::int64_t i = 0; i < fw.size(); ++i) fw.set_from_double(i, 0.25 * static_cast<double>(i));
+      Field r({Vertex, K}, DType::float64, {mesh.n_vertices, 2}), c = r.clone();
+      auto args = [&](Field& out) {
+        Arguments a;
+        a.field("w", fw).field("o", out).scalar("n", mesh.n_vertices);
+        if (reduce) a.connectivity("V2E", mesh.table("V2E"));
+        return a;
+      };
+      const std::string want = reduce && slots < 6 ? "DomainError" : slots < 3 ? "DomainError" : "accepted";
+      std::string reference = "accepted", compiled = "accepted";
+      try { run_reference(p, args(r)); } catch (const DomainError&) { reference = "DomainError"; }
+      try { compile(p, testing_support::cpu_options())(args(c)); } catch (const DomainError&) { compiled = "DomainError"; }
+      EXPECT_EQ(reference, want) << "reduce " << reduce << ", " << slots << " slots";
+      EXPECT_EQ(compiled, want) << "reduce " << reduce << ", " << slots << " slots";
+      if (want == "accepted") {
+        for (std::int64_t v = 1; v < mesh.n_vertices; ++v)  // independent: the stored slot 2
+          if (!reduce) EXPECT_EQ(r.at<double>({v, 1}), fw.at<double>({v, 2, 1}));
+        EXPECT_TRUE(same_bits(r, c, "o")) << "reduce " << reduce << ", " << slots << " slots";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fieldflow
