@@ -113,7 +113,7 @@ TEST(FuzzRegressions, ValuesReadAtDynamicOffsetsAreReadWhereverTheirInputsReach)
       compile(p, testing_support::cpu_options(layout))(args(c));
       EXPECT_TRUE(same_bits(r, c, "o"));
       Field e = r.clone();
-      driver::compile_cuda_emulated(p, CompileOptions{.layout = layout})(args(e));
+      driver::compile_cuda_emulated(p, testing_support::cpu_options(layout))(args(e));
       EXPECT_TRUE(same_bits(r, e, "o (emulated CUDA)"));
     }
   }
@@ -149,7 +149,7 @@ TEST(FuzzRegressions, ScansAreReadAtDynamicOffsetsAlongKOnly) {
     run_reference(p, args(r));
     compile(p, testing_support::cpu_options(layout))(args(c));
     EXPECT_TRUE(same_bits(r, c, "o")) << to_string(layout);
-    driver::compile_cuda_emulated(p, CompileOptions{.layout = layout})(args(e));
+    driver::compile_cuda_emulated(p, testing_support::cpu_options(layout))(args(e));
     EXPECT_TRUE(same_bits(r, e, "o (emulated CUDA)")) << to_string(layout);
   }
 }
@@ -183,7 +183,7 @@ TEST(FuzzRegressions, AReductionAfterABranchFreeOneSkipsTheSameMissingNeighbours
     run_reference(p, args(r));
     compile(p, testing_support::cpu_options(layout))(args(c));
     EXPECT_TRUE(same_bits(r, c, "o")) << to_string(layout);
-    driver::compile_cuda_emulated(p, CompileOptions{.layout = layout})(args(e));
+    driver::compile_cuda_emulated(p, testing_support::cpu_options(layout))(args(e));
     EXPECT_TRUE(same_bits(r, e, "o (emulated CUDA)")) << to_string(layout);
   }
 }
