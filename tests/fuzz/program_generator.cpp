@@ -8,7 +8,10 @@
 //  - neighbour shifts with a fixed index only use table slots that never hold -1 (except, rarely,
 //    on purpose: then both backends must reject the call alike);
 //  - dynamic offsets are clamped into [0, nk) along K and into the halo budget along I and J
-//    (except, one in eight, on purpose: reads that leave the fields, rejected while running).
+//    (except, one in eight, on purpose: reads that leave the fields, rejected while running);
+//  - integer expressions stay shallow with small leaves, so no sum or product overflows (that is
+//    undefined behaviour in the generated C++ and in the reference alike);
+//  - a statement without K (a surface) only reads fields without K.
 // Anything the DSL still rejects (a DimensionError for a shift along a missing dim, ...) falls
 // back to a simpler expression, so generation never fails.
 #include "fuzz/program_generator.h"
@@ -45,6 +48,7 @@ struct Budget {
 struct Ctx {
   Budget budget;
   bool allow_scan = true;  // the statement sweeps the full K range
+  bool flat = false;       // the statement has no K (a surface): its value must not have K either
   int loc = 0;             // mesh: 0 Vertex, 1 Edge, 2 Cell
 };
 
@@ -101,15 +105,28 @@ class Generator {
     std::string name;
     Expr e;
     DType dtype;
-    int loc;        // mesh location, -1 for Cartesian
-    bool output;    // written by statements (may still be read)
-    bool full;      // has every dim of its family (can be written by a statement)
+    int loc;         // mesh location, -1 for Cartesian
+    bool output;     // written by statements (may still be read)
+    bool full;       // has every horizontal dim of its family (can be written by a statement)
+    bool has_k;      // over K (a statement without K writes only fields without it)
+    std::string local;  // a sparse field's connectivity (one value per neighbour), else ""
   };
 
-  void add_field(FuzzCase& c, const std::string& name, std::vector<Dimension> dims, DType t, int loc, bool output) {
-    const bool full = dims.size() == (mesh_ ? 2u : 3u);
-    fields_.push_back({name, pb_.field(name, std::move(dims), t), t, loc, output, full});
+  void add_field(FuzzCase& c, const std::string& name, std::vector<Dimension> dims, DType t, int loc, bool output,
+                 const std::string& local = "") {
+    const bool has_k = std::find(dims.begin(), dims.end(), K) != dims.end();
+    const bool full = local.empty() && dims.size() - (has_k ? 1 : 0) == (mesh_ ? 1u : 2u);
+    fields_.push_back({name, pb_.field(name, std::move(dims), t), t, loc, output, full, has_k, local});
     c.extents[name] = mesh_ ? FieldExtent{uni(0, 2), uni(0, 2)} : FieldExtent{uni(halo, halo + 1), uni(halo, halo + 1)};
+  }
+
+  Connectivity connectivity(const std::string& table) const {
+    struct Shape { const char* name; int from, to, width; };  // from: the location the value is at
+    static const Shape shapes[] = {{"V2E", 0, 1, 6}, {"V2C", 0, 2, 6}, {"E2V", 1, 0, 2}, {"E2C2V", 1, 0, 4},
+                                   {"E2C", 1, 2, 2}, {"C2E", 2, 1, 3}, {"C2V", 2, 0, 3}, {"C2E2CO", 2, 2, 4}};
+    for (const Shape& s : shapes)
+      if (table == s.name) return make_connectivity(s.name, loc_dim(s.from), loc_dim(s.to), s.width);
+    throw std::logic_error("unknown table " + table);
   }
 
   void declare_parameters(FuzzCase& c) {
@@ -118,10 +135,16 @@ class Generator {
       add_field(c, "g", {I, J, K}, DType::float32, -1, false);
       add_field(c, "m", {I, J, K}, DType::int32, -1, false);
       add_field(c, "surf", {I, J}, DType::float64, -1, false);
+      add_field(c, "g_s", {I, J}, DType::float32, -1, false);
       add_field(c, "col", {K}, DType::float64, -1, false);
+      add_field(c, "l", {I, J, K}, DType::int64, -1, false);
+      add_field(c, "mask", {I, J, K}, DType::boolean, -1, false);
       for (const char* n : {"o0", "o1", "o2", "o3"}) add_field(c, n, {I, J, K}, DType::float64, -1, true);
       add_field(c, "o_f32", {I, J, K}, DType::float32, -1, true);
       add_field(c, "o_i32", {I, J, K}, DType::int32, -1, true);
+      add_field(c, "o_i64", {I, J, K}, DType::int64, -1, true);
+      add_field(c, "o_b", {I, J, K}, DType::boolean, -1, true);
+      add_field(c, "o_surf", {I, J}, DType::float64, -1, true);
       for (const char* n : {"ni", "nj", "nk"}) scalars_.emplace(n, pb_.scalar(n, DType::int32));
     } else {
       const char* loc_names[] = {"v", "e", "c"};
@@ -131,7 +154,20 @@ class Generator {
         add_field(c, fmt::format("f{}_b", loc_names[loc]), {L, K}, DType::float64, loc, false);
         add_field(c, fmt::format("o{}_0", loc_names[loc]), {L, K}, DType::float64, loc, true);
         add_field(c, fmt::format("o{}_1", loc_names[loc]), {L, K}, DType::float64, loc, true);
+        add_field(c, fmt::format("area_{}", loc_names[loc]), {L}, DType::float64, loc, false);  // no K
+        add_field(c, fmt::format("o{}_s", loc_names[loc]), {L}, DType::float64, loc, true);
       }
+      // Sparse fields, one weight per element and neighbour (ICON's geofac_div, geofac_n2s,
+      // geofac_rot, and per-level interpolation coefficients).
+      add_field(c, "w_C2E", {Cell, connectivity("C2E").local}, DType::float64, 2, false, "C2E");
+      add_field(c, "w_C2E2CO", {Cell, connectivity("C2E2CO").local}, DType::float64, 2, false, "C2E2CO");
+      add_field(c, "w_V2E", {Vertex, connectivity("V2E").local}, DType::float64, 0, false, "V2E");
+      add_field(c, "w_E2C2V", {Edge, connectivity("E2C2V").local, K}, DType::float64, 1, false, "E2C2V");
+      add_field(c, "col", {K}, DType::float64, -1, false);
+      add_field(c, "l_c", {Cell, K}, DType::int64, 2, false);
+      add_field(c, "mask_e", {Edge, K}, DType::boolean, 1, false);
+      add_field(c, "o_c_i64", {Cell, K}, DType::int64, 2, true);
+      add_field(c, "o_e_b", {Edge, K}, DType::boolean, 1, true);
       add_field(c, "g_e", {Edge, K}, DType::float32, 1, false);
       add_field(c, "m_v", {Vertex, K}, DType::int32, 0, false);
       add_field(c, "o_e_f32", {Edge, K}, DType::float32, 1, true);
@@ -139,12 +175,31 @@ class Generator {
       for (const char* n : {"n_v", "n_e", "n_c", "nk"}) scalars_.emplace(n, pb_.scalar(n, DType::int32));
     }
     scalars_.emplace("alpha", pb_.scalar("alpha", DType::float64));
+    scalars_.emplace("beta", pb_.scalar("beta", DType::float32));
+    scalars_.emplace("flag", pb_.scalar("flag", DType::boolean));
   }
 
-  std::vector<const FieldParam*> fields_of(DType t, int loc, bool full_only = false) const {
+  // Fields of dtype t readable at a point of the statement: at its location (or a [K] column),
+  // without K in a statement without K, never sparse (see sparse_fields).
+  std::vector<const FieldParam*> fields_of(DType t, const Ctx& ctx) const {
     std::vector<const FieldParam*> out;
     for (const auto& f : fields_)
-      if (f.dtype == t && (!mesh_ || f.loc == loc) && (!full_only || f.full)) out.push_back(&f);
+      if (f.dtype == t && (!mesh_ || f.loc == ctx.loc || f.loc == -1) && (!ctx.flat || !f.has_k) && f.local.empty())
+        out.push_back(&f);
+    return out;
+  }
+  // The sparse fields over [loc, table.local] (and maybe K).
+  std::vector<const FieldParam*> sparse_fields(const std::string& table, const Ctx& ctx) const {
+    std::vector<const FieldParam*> out;
+    for (const auto& f : fields_)
+      if (f.local == table && (!ctx.flat || !f.has_k)) out.push_back(&f);
+    return out;
+  }
+  // Outputs a statement over the context's dims may write.
+  std::vector<const FieldParam*> writable(DType t, const Ctx& ctx) const {
+    std::vector<const FieldParam*> out;
+    for (const auto& f : fields_)
+      if (f.dtype == t && f.full && (!mesh_ || f.loc == ctx.loc) && f.has_k == !ctx.flat) out.push_back(&f);
     return out;
   }
 
@@ -152,72 +207,118 @@ class Generator {
   Expr lit(DType t, double v) {
     if (t == DType::float32) return Expr::literal(Scalar(static_cast<float>(v)));
     if (t == DType::int32) return Expr::literal(Scalar(static_cast<std::int32_t>(v)));
+    if (t == DType::int64) return Expr::literal(Scalar(static_cast<std::int64_t>(v)));
     return Expr::literal(Scalar(v));
   }
   Expr index_of_some_dim(const Ctx& ctx) {
-    if (mesh_) return index(coin(0.5) ? loc_dim(ctx.loc) : K);
-    return index(pick(std::vector<Dimension>{I, J, K}));
+    if (mesh_) return index(coin(0.5) || ctx.flat ? loc_dim(ctx.loc) : K);
+    return index(ctx.flat ? pick(std::vector<Dimension>{I, J}) : pick(std::vector<Dimension>{I, J, K}));
   }
 
   Expr float_leaf(DType t, const Ctx& ctx) {
-    const int choice = uni(0, 9);
+    const int choice = uni(0, 10);
     if (choice <= 4) {
-      auto fs = fields_of(t, ctx.loc);
+      auto fs = fields_of(t, ctx);
       if (!fs.empty()) return pick(fs)->e;
     }
     if (choice == 5) return lit(t, std::round(real(-3, 3) * 4) / 4);
-    if (choice == 6 && t == DType::float64) return scalars_.at("alpha");
+    if (choice == 6) return t == DType::float64 ? scalars_.at("alpha") : scalars_.at("beta");
     if (choice == 7) return astype(index_of_some_dim(ctx), t);
-    if (choice == 8) return astype(int_expr(ctx, 1), t);
+    if (choice == 8) return astype(int_expr(ctx, 1, coin(0.25) ? DType::int64 : DType::int32), t);
     if (choice == 9 && t == DType::float64) {
-      auto fs = fields_of(DType::float32, ctx.loc);
+      auto fs = fields_of(DType::float32, ctx);
       if (!fs.empty()) return astype(pick(fs)->e, DType::float64);
+    }
+    if (choice == 10 && mesh_ && t == DType::float64) {  // one stored slot of a sparse field
+      std::vector<const FieldParam*> fs;
+      for (const auto& f : fields_)
+        if (!f.local.empty() && f.loc == ctx.loc && (!ctx.flat || !f.has_k)) fs.push_back(&f);
+      if (!fs.empty()) {
+        const FieldParam* w = pick(fs);
+        const Connectivity conn = connectivity(w->local);
+        return w->e(slot(conn, uni(0, conn.max_neighbors - 1)));
+      }
     }
     return lit(t, real(-2, 2));
   }
 
-  // Integer expressions stay shallow and their leaves small (|v| <= 100), so no product overflows.
-  Expr int_expr(const Ctx& ctx, int depth) {
+  // Integer expressions (int32 or int64) stay shallow and their leaves small (|v| <= 100), so no
+  // sum or product overflows (that would be undefined in C++); power only raises a leaf.
+  Expr int_expr(const Ctx& ctx, int depth, DType t = DType::int32) {
+    const DType other = t == DType::int32 ? DType::int64 : DType::int32;
     if (depth <= 0 || coin(0.3)) {
-      const int choice = uni(0, 4);
-      auto fs = fields_of(DType::int32, ctx.loc);
+      const int choice = uni(0, 5);
+      auto fs = fields_of(t, ctx);
       if (choice <= 1 && !fs.empty()) return pick(fs)->e;
-      if (choice == 2) return index_of_some_dim(ctx);
+      if (choice == 2) return astype(index_of_some_dim(ctx), t);
       if (choice == 3) {  // a float value, often clamped first (NaN and huge values saturate)
         const Expr x = float_expr(DType::float64, ctx, 1);
-        return astype(coin(0.7) ? where(abs(x) < 100.0, x, 0.0) : x, DType::int32);
+        return astype(coin(0.7) ? where(abs(x) < 100.0, x, 0.0) : x, t);
       }
-      return lit(DType::int32, uni(-5, 5));
+      if (choice == 4) {  // through the other integer type
+        auto os = fields_of(other, ctx);
+        if (!os.empty()) return astype(pick(os)->e, t);
+      }
+      return lit(t, uni(-5, 5));
     }
-    const Expr a = int_expr(ctx, std::min(depth - 1, 1)), b = int_expr(ctx, std::min(depth - 1, 1));
-    switch (uni(0, 6)) {
+    const Expr a = int_expr(ctx, std::min(depth - 1, 1), t), b = int_expr(ctx, std::min(depth - 1, 1), t);
+    switch (uni(0, 9)) {
       case 0: return a + b;
       case 1: return a - b;
       case 2: return a * b;
       case 3: return a / b;  // division by zero is defined (0)
       case 4: return minimum(a, b);
       case 5: return maximum(a, abs(b));
+      case 6: return floor_divide(a, b);  // Python's // and %: rounds toward minus infinity
+      case 7: return a % b;
+      case 8: return depth > 1 ? a + b : power(a, lit(t, uni(-1, 2)));  // a negative exponent truncates to 0, 1, -1
       default: return where(bool_expr(ctx, 0), a, b);
     }
   }
 
   Expr bool_expr(const Ctx& ctx, int depth) {
-    switch (uni(0, depth > 0 ? 6 : 3)) {
-      case 0: return float_expr(DType::float64, ctx, depth) < float_expr(DType::float64, ctx, 0);
+    switch (uni(0, depth > 0 ? 10 : 6)) {
+      case 0: {
+        const Expr a = float_expr(DType::float64, ctx, depth), b = float_expr(DType::float64, ctx, 0);
+        switch (uni(0, 3)) {
+          case 0: return a < b;
+          case 1: return a <= b;
+          case 2: return a > b;
+          default: return a == b;
+        }
+      }
       case 1: return float_expr(DType::float64, ctx, depth) >= scalars_.at("alpha");
       case 2: return int_expr(ctx, 1) != int_expr(ctx, 0);
       case 3: return isfinite(float_expr(DType::float64, ctx, depth));
-      case 4: return bool_expr(ctx, depth - 1) & bool_expr(ctx, depth - 1);
-      case 5: return bool_expr(ctx, depth - 1) | (float_expr(DType::float32, ctx, 0) > 0.5);
+      case 4: return coin(0.5) ? isnan(float_expr(DType::float64, ctx, depth)) : isinf(float_expr(DType::float32, ctx, depth));
+      case 5: {
+        auto fs = fields_of(DType::boolean, ctx);
+        if (!fs.empty()) return pick(fs)->e;
+        return scalars_.at("flag");
+      }
+      case 6: return int_expr(ctx, 1, DType::int64) % lit(DType::int64, 3) == lit(DType::int64, 1);
+      case 7: return bool_expr(ctx, depth - 1) & bool_expr(ctx, depth - 1);
+      case 8: return bool_expr(ctx, depth - 1) | (float_expr(DType::float32, ctx, 0) > 0.5);
+      case 9: return bool_expr(ctx, depth - 1) ^ bool_expr(ctx, depth - 1);
       default: return ~bool_expr(ctx, depth - 1);
     }
   }
 
   // An index condition for concat_where over a dimension of the statement's family.
   IndexCondition condition(const Ctx& ctx) {
+    if (coin(0.15)) {  // combined conditions
+      switch (uni(0, 2)) {
+        case 0: return simple_condition(ctx) & simple_condition(ctx);
+        case 1: return simple_condition(ctx) | simple_condition(ctx);
+        default: return ~simple_condition(ctx);
+      }
+    }
+    return simple_condition(ctx);
+  }
+  IndexCondition simple_condition(const Ctx& ctx) {
     Dimension d = K;
     Expr n = scalars_.at("nk");
-    if (coin(0.5)) {
+    if (coin(0.5) || ctx.flat) {
       if (mesh_) {
         d = loc_dim(ctx.loc);
         n = loc_size(ctx.loc);
@@ -294,13 +395,50 @@ class Generator {
   }
 
   // A value at location ctx.loc computed from values at another location, through a table.
-  Expr neighbour_expr(const Ctx& ctx, int depth) {
-    struct Route { const char* table; int from; int width; int safe_slots; };  // safe: never -1
+  struct Route { const char* table; int from; int width; int safe_slots; };  // safe: never -1
+  const Route& pick_route(int loc) {
     static const std::vector<Route> to_vertex = {{"V2E", 1, 6, 0}, {"V2C", 2, 6, 0}};
     static const std::vector<Route> to_edge = {{"E2V", 0, 2, 2}, {"E2C2V", 0, 4, 2}, {"E2C", 2, 2, 1}};
     static const std::vector<Route> to_cell = {{"C2E", 1, 3, 3}, {"C2V", 0, 3, 3}, {"C2E2CO", 2, 4, 1}};
-    const Route& r = pick(ctx.loc == 0 ? to_vertex : ctx.loc == 1 ? to_edge : to_cell);
-    const Connectivity conn = make_connectivity(r.table, loc_dim(ctx.loc), loc_dim(r.from), r.width);
+    return pick(loc == 0 ? to_vertex : loc == 1 ? to_edge : to_cell);
+  }
+
+  Expr reduce(const Expr& local, const Connectivity& conn) {
+    switch (uni(0, 2)) {
+      case 0: return neighbor_sum(local, conn);
+      case 1: return max_over(local, conn);
+      default: return min_over(local, conn);
+    }
+  }
+
+  // A reduction over the neighbours of a neighbour: `x(B)(A[s])` is, at each point, the local
+  // field of B around the point's neighbour A[s] (fvm's `fe(V2E)(E2V[0])`), maybe weighted by a
+  // sparse field read at that neighbour too; reduced over B. A's slot never holds -1.
+  Expr chained_expr(const Ctx& ctx, int depth) {
+    Route a = pick_route(ctx.loc);
+    if (a.safe_slots == 0) return float_expr(DType::float64, ctx, depth - 1);
+    const Connectivity first = connectivity(a.table);
+    const Route& b = pick_route(a.from);
+    const Connectivity second = connectivity(b.table);
+    Ctx inner = ctx;
+    inner.loc = b.from;
+    const Expr x = float_expr(DType::float64, inner, depth - 1);
+    if (!x.type().has(loc_dim(b.from))) return x;
+    const int s = uni(0, a.safe_slots - 1);
+    Expr local = x(second)(first[s]);
+    Ctx at_neighbour = ctx;
+    at_neighbour.loc = a.from;
+    const auto ws = sparse_fields(b.table, at_neighbour);
+    if (!ws.empty() && coin(0.5)) local = local * pick(ws)->e(first[s]);
+    return reduce(local, second);
+  }
+
+  Expr neighbour_expr(const Ctx& ctx, int depth) {
+    if (coin(0.3)) return chained_expr(ctx, depth);
+    const Route& r = pick_route(ctx.loc);
+    const Connectivity conn = connectivity(r.table);
+    const auto weights = sparse_fields(r.table, ctx);
+    if (!weights.empty() && coin(0.1)) return reduce(pick(weights)->e, conn);  // the weights alone
     Ctx inner = ctx;
     inner.loc = r.from;
     Expr x = float_expr(DType::float64, inner, depth - 1);
@@ -308,7 +446,9 @@ class Generator {
     // average): every such pair of a row shares the vertex's column, which compiled code then
     // loads once (codegen/cpu/loop_invariants.h, share_common_columns).
     if (std::string_view(r.table) == "V2E" && coin(0.5)) {
-      const auto fs = fields_of(DType::float64, 0);
+      Ctx at_vertex = ctx;
+      at_vertex.loc = 0;
+      const auto fs = fields_of(DType::float64, at_vertex);
       const Connectivity e2v = make_connectivity("E2V", loc_dim(1), loc_dim(0), 2);
       if (!fs.empty()) {
         const Expr y = pick(fs)->e;
@@ -321,12 +461,9 @@ class Generator {
     if (r.safe_slots > 0 && coin(0.4)) return x(conn[uni(0, r.safe_slots - 1)]);
     if (unsafe) return x(conn[r.width - 1]);
     Expr local = x(conn);
-    if (coin(0.3)) local = local * float_leaf(DType::float64, ctx);  // weights at the source point
-    switch (uni(0, 2)) {
-      case 0: return neighbor_sum(local, conn);
-      case 1: return max_over(local, conn);
-      default: return min_over(local, conn);
-    }
+    if (!weights.empty() && coin(0.3)) local = pick(weights)->e * local;  // geofac-style weights
+    else if (coin(0.3)) local = local * float_leaf(DType::float64, ctx);  // weights at the source point
+    return reduce(local, conn);
   }
 
   Expr cartesian_shift(DType t, const Ctx& ctx, int depth) {
@@ -345,8 +482,9 @@ class Generator {
   Expr vertical_shift(DType t, const Ctx& ctx, int depth) {
     const Expr x = float_expr(t, ctx, depth - 1);
     if (!x.type().has(K)) return x;
-    if (coin(0.5)) return concat_where(K < 1, x, x(K - 1));
-    return concat_where(K >= scalars_.at("nk") - 1, x, x(K + 1));
+    const int k = coin(0.8) ? 1 : 2;
+    if (coin(0.5)) return concat_where(K < k, x, x(K - k));
+    return concat_where(K >= scalars_.at("nk") - k, x, x(K + k));
   }
 
   // A dynamic offset: the operand read where an integer expression of the point moves it. Along
@@ -378,7 +516,8 @@ class Generator {
   std::optional<Expr> use_shared(const Ctx& ctx) {
     std::vector<const Shared*> fit;
     for (const auto& s : shared_)
-      if (ctx.budget.covers(s.reach) && (ctx.allow_scan || !s.has_scan) && (!mesh_ || s.loc == ctx.loc))
+      if (ctx.budget.covers(s.reach) && (ctx.allow_scan || !s.has_scan) && (!mesh_ || s.loc == ctx.loc) &&
+          (!ctx.flat || !s.e.type().has(K)))
         fit.push_back(&s);
     if (fit.empty()) return std::nullopt;
     return pick(fit)->e;
@@ -402,9 +541,9 @@ class Generator {
       case 1: return sub() - sub();
       case 2: return sub() * sub();
       case 3: return sub() / sub();
-      case 4: {
+      case 4: case 18: {
         const Expr x = sub();
-        switch (uni(0, 9)) {
+        switch (uni(0, 19)) {
           case 0: return -x;
           case 1: return abs(x);
           case 2: return sin(x);
@@ -414,6 +553,16 @@ class Generator {
           case 6: return tanh(x);
           case 7: return floor(x * 2.0);
           case 8: return arctan(x);
+          case 9: return tan(x);
+          case 10: return arcsin(x / (abs(x) + 1.0));  // in (-1, 1); sometimes NaN is fine too
+          case 11: return arccos(coin(0.8) ? x / (abs(x) + 1.0) : x);
+          case 12: return sinh(x);
+          case 13: return cosh(x);
+          case 14: return ceil(x * 2.0);
+          case 15: return trunc(x * 2.0);
+          case 16: return cbrt(x);
+          case 17: return gamma(x);  // poles and overflow give inf / NaN alike everywhere
+          case 18: return +x;
           default: return cos(x);
         }
       }
@@ -423,7 +572,7 @@ class Generator {
         const std::vector<double> exponents{0.5, 2, 3};
         return uni(0, 1) ? fmod(sub(), sub()) : power(abs(sub()), lit(t, pick(exponents)));
       }
-      case 7: return where(bool_expr(ctx, depth - 1), sub(), sub());
+      case 7: return coin(0.8) ? where(bool_expr(ctx, depth - 1), sub(), sub()) : if_(scalars_.at("flag"), sub(), sub());
       case 8: {
         const IndexCondition cond = condition(ctx);
         return concat_where(cond, sub(), sub());
@@ -469,8 +618,10 @@ class Generator {
   DomainChoice draw_domain() {
     DomainChoice d;
     const bool full_k = coin(0.6);
-    d.ctx.allow_scan = full_k;
-    if (full_k) {
+    d.ctx.flat = coin(0.12);  // a surface statement: no K at all
+    d.ctx.allow_scan = full_k && !d.ctx.flat;
+    if (d.ctx.flat) {
+    } else if (full_k) {
       d.bounds.push_back({K, 0, scalars_.at("nk")});
     } else {
       d.bounds.push_back({K, uni(0, 1), scalars_.at("nk") - uni(0, 1)});
@@ -495,13 +646,13 @@ class Generator {
   void make_statement() {
     DomainChoice d = draw_domain();
     const int depth = uni(2, 4);
-    const int kind = uni(0, 9);
+    const int kind = d.ctx.flat ? 9 : uni(0, 11);  // surfaces: float64 outputs only
     try {
       Expr value = 0.0;
       std::vector<Expr> outs;
       auto out_field = [&](DType t, const std::string& avoid) -> const FieldParam* {
         std::vector<const FieldParam*> cands;
-        for (const FieldParam* f : fields_of(t, d.ctx.loc, true))
+        for (const FieldParam* f : writable(t, d.ctx))
           if (f->name != avoid && (f->output || coin(0.3))) cands.push_back(f);  // inputs: in/out
         return cands.empty() ? nullptr : pick(cands);
       };
@@ -517,9 +668,15 @@ class Generator {
         const FieldParam* o = out_field(DType::float32, "");
         if (!o) return;
         outs = {o->e};
-      } else if (kind == 2) {
-        value = int_expr(d.ctx, 2);
-        const FieldParam* o = out_field(DType::int32, "");
+      } else if (kind == 2 || kind == 3) {
+        const DType t = kind == 2 ? DType::int32 : DType::int64;
+        value = int_expr(d.ctx, 2, t);
+        const FieldParam* o = out_field(t, "");
+        if (!o) return;
+        outs = {o->e};
+      } else if (kind == 4) {
+        value = bool_expr(d.ctx, depth - 1);
+        const FieldParam* o = out_field(DType::boolean, "");
         if (!o) return;
         outs = {o->e};
       } else {
@@ -568,7 +725,9 @@ class Generator {
   int labels_ = 0, scans_made_ = 0, stmts_ = 0;
 };
 
-std::int64_t size_along(const Dimension& d, const std::map<std::string, std::int64_t>& sizes) {
+std::int64_t size_along(const Dimension& d, const std::map<std::string, std::int64_t>& sizes, const Mesh* mesh) {
+  if (d.kind == DimKind::local)  // "C2EDim": one value per slot of the C2E table
+    return mesh->table(d.name.substr(0, d.name.size() - 3)).max_neighbors;
   if (d == I) return sizes.at("ni");
   if (d == J) return sizes.at("nj");
   if (d == K) return sizes.at("nk");
@@ -615,6 +774,8 @@ CallData make_call_data(const FuzzCase& c, std::size_t size_index, Layout layout
   for (const ir::Param& p : c.program.params) {
     if (p.kind == ir::ParamKind::scalar) {
       if (p.name == "alpha") d.scalars[p.name] = Scalar(std::round(value(rng) * 8) / 8);
+      else if (p.name == "beta") d.scalars[p.name] = Scalar(static_cast<float>(std::round(value(rng) * 8) / 8));
+      else if (p.name == "flag") d.scalars[p.name] = Scalar(value(rng) > 0);
       else d.scalars[p.name] = Scalar(static_cast<std::int32_t>(d.size_values.at(p.name)));
       continue;
     }
@@ -625,10 +786,10 @@ CallData make_call_data(const FuzzCase& c, std::size_t size_index, Layout layout
     const FieldExtent ext = c.extents.count(p.name) ? c.extents.at(p.name) : FieldExtent{};
     std::vector<std::int64_t> shape, origin;
     for (const Dimension& dim : p.type.dims) {
-      const bool vertical = dim.kind == DimKind::vertical;
-      const std::int64_t lo = vertical ? 0 : ext.lo_halo, hi = vertical ? 0 : ext.hi_halo;
+      const bool horizontal = dim.kind == DimKind::horizontal;  // K and local dims have no halo
+      const std::int64_t lo = horizontal ? ext.lo_halo : 0, hi = horizontal ? ext.hi_halo : 0;
       origin.push_back(-lo);
-      shape.push_back(size_along(dim, d.size_values) + lo + hi);
+      shape.push_back(size_along(dim, d.size_values, d.mesh.get()) + lo + hi);
     }
     if (p.name == shorten && !shape.empty()) {
       const std::size_t axis = rng() % shape.size();
@@ -650,7 +811,7 @@ CallData make_call_data(const FuzzCase& c, std::size_t size_index, Layout layout
         off += idx[a] * f.strides()[a];
       }
       double v = value(rng);
-      if (p.type.dtype == DType::int32) v = std::round(v * 10);
+      if (p.type.dtype == DType::int32 || p.type.dtype == DType::int64) v = std::round(v * 10);
       if (p.type.dtype == DType::boolean) v = v > 0;
       f.set_from_double(off, v);
     }

@@ -6,6 +6,7 @@
 // `fieldflow_fuzz_programs --seed N --count 1`: it shrinks the program and prints it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -71,13 +72,27 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
     for (const ir::Stmt& st : c.program.stmts) {
       domains.insert(ir::to_string(st.domain));
       if (st.outputs.size() > 1) seen["tuple outputs"]++;
+      if (std::none_of(st.domain.begin(), st.domain.end(),
+                       [](const ir::DomainRange& r) { return r.dim.kind == DimKind::vertical; }))
+        seen["statement without K"]++;
+      seen[std::string("writes ") + std::string(to_string(c.program.find(st.outputs[0])->type.dtype))]++;
       for (const ir::Expr* e : ir::post_order(st.expr)) {
         seen[std::string(ir::to_string(e->kind))]++;
+        if (e->kind == ir::ExprKind::unary) seen[std::string("unary ") + std::string(ir::to_string(e->uop))]++;
+        if (e->kind == ir::ExprKind::binary) seen[std::string("binary ") + std::string(ir::to_string(e->bop))]++;
+        if (e->kind == ir::ExprKind::where && e->args[0]->kind == ir::ExprKind::scalar_ref) seen["if_"]++;
+        if (e->kind == ir::ExprKind::neighbor_shift && e->args[0]->kind == ir::ExprKind::neighbor_shift)
+          seen["chained neighbour shift"]++;
+        if (e->kind == ir::ExprKind::field_ref &&
+            std::any_of(e->type.dims.begin(), e->type.dims.end(),
+                        [](const Dimension& d) { return d.kind == DimKind::local; }))
+          seen["sparse field"]++;
         if (e->kind == ir::ExprKind::scan) seen[e->forward ? "forward scan" : "backward scan"]++;
         if (e->kind == ir::ExprKind::scan && e->init.size() > 1) seen["tuple carry"]++;
         if (e->kind == ir::ExprKind::named && e->materialize) seen["materialize"]++;
         if (e->kind == ir::ExprKind::field_ref) {
           seen[std::string("reads ") + std::string(to_string(e->type.dtype))]++;
+          if (e->type.dims.size() == (c.mesh ? 1u : 2u) && !e->type.has(vertical_dim("K"))) seen["reads a surface"]++;
           for (const std::string& o : st.outputs)
             if (o == e->name) seen["in/out"]++;
         }
@@ -99,8 +114,19 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
        {"cartesian", "torus", "bounded mesh", "vertical_fastest", "horizontal_fastest", "short-field calls",
         "tuple outputs", "forward scan", "backward scan", "tuple carry", "materialize", "reads float32", "reads int32",
         "in/out", "statements over different domains", "value shared by statements", "shift", "dynamic_shift",
-        "neighbor_shift", "reduce", "where", "concat_where", "astype", "binary", "unary"})
+        "neighbor_shift", "reduce", "where", "concat_where", "astype", "binary", "unary", "reads int64", "reads bool",
+        "writes int32", "writes int64", "writes bool", "writes float32", "statement without K", "reads a surface",
+        "if_", "chained neighbour shift", "sparse field", "local_slot"})
     EXPECT_GE(seen[feature], 5) << feature;
+  // Every operator of the language, on the CPU and through the CUDA kernels alike.
+  for (int op = 0; op <= static_cast<int>(ir::UnaryOp::gamma); ++op) {
+    const std::string name = std::string("unary ") + std::string(ir::to_string(static_cast<ir::UnaryOp>(op)));
+    EXPECT_GE(seen[name], 3) << name;
+  }
+  for (int op = 0; op <= static_cast<int>(ir::BinaryOp::logical_xor); ++op) {
+    const std::string name = std::string("binary ") + std::string(ir::to_string(static_cast<ir::BinaryOp>(op)));
+    EXPECT_GE(seen[name], 3) << name;
+  }
 }
 
 }  // namespace
