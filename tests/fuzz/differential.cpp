@@ -11,7 +11,8 @@
 //     emulated launch grid in `external` and on views (the GPU schedule's indexing and
 //     transient offsets); and the CUDA runner on an emulated runtime in all of them, its
 //     workspace and transients in emulated device memory, with device-resident fields (pool,
-//     persistent, views) or host fields it copies in and back (scoped, external);
+//     persistent, views) or host fields it copies in and back (scoped, external); once per
+//     case, a CPU instance with every scalar folded in at compile time (static_scalars);
 //  3. each call must agree with the reference: same acceptance, same error type, outputs
 //     untouched after a rejected call, every field (inputs too) equal bit for bit, where any NaN
 //     equals any NaN (a NaN's sign and payload depend on operand order, which is not semantics).
@@ -152,6 +153,7 @@ class CaseRunner {
     int threads = 1;
     bool views = false;          // compiled for Layout::any, called on views over padded host arrays
     bool device_fields = false;  // cuda_runner: fields are Device::cuda views (else host fields, copied)
+    bool static_scalars = false;  // compiled with every scalar's value folded in (CompileOptions::static_scalars)
     std::unique_ptr<testing_support::GuardedWorkspace> fence;  // external only
 #ifdef FIELDFLOW_WITH_CUDA
     // cuda_runner, external: the fence's workspace is device memory for the emulator until the
@@ -179,6 +181,7 @@ class CaseRunner {
     inst.threads = o.num_threads;
     inst.views = views;
     inst.device_fields = device_fields;
+    inst.static_scalars = !o.static_scalars.empty();
     inst.fence = std::move(fence);
     switch (path) {
       case Path::cpu: inst.program = std::make_unique<CompiledProgram>(compile(c_.program, o)); break;
@@ -259,6 +262,16 @@ class CaseRunner {
         for (Instance& inst : *list)
           for (std::size_t call = 0; call < sequence.size(); ++call)
             if (auto f = check_call(inst, *sequence[call], call)) return f;
+      // Once per case: every scalar folded in at compile time (sizes in domains and concat_where
+      // bounds become constants, if_ keeps one branch). Only the good call: a call with other
+      // values is refused by design, and the short-field variant draws its own alpha.
+      if (si == 0 && layout_ == c_.layouts.front() && config_.runs(Path::cpu)) {
+        CompileOptions o = options(TransientMemoryMode::pool, config_.threads[si % config_.threads.size()]);
+        o.static_scalars = variants[0].data.scalars;
+        Instance folded = make(Path::cpu, o);
+        for (std::size_t call = 0; call < 2; ++call)
+          if (auto f = check_call(folded, variants[0], call)) return f;
+      }
     }
     return std::nullopt;
   }
@@ -348,6 +361,7 @@ class CaseRunner {
     ++stats_.compiled_calls;
     if (inst.path == Path::cuda_kernels) ++stats_.cuda_kernel_calls;
     if (inst.path == Path::cuda_runner) ++stats_.cuda_runner_calls;
+    if (inst.static_scalars) ++stats_.static_scalar_calls;
     std::string outside_views;
     for (const auto& [name, a] : arrays) {
       v.work.at(name).copy_values_from(a->view());
@@ -360,8 +374,9 @@ class CaseRunner {
       f.mode = inst.mode;
       f.threads = inst.threads;
       f.layout = layout_;
-      f.detail = fmt::format("{}{}, {} layout, {}, mode {}, {} thread(s), call #{} ({}): {}", to_string(inst.path),
+      f.detail = fmt::format("{}{}{}, {} layout, {}, mode {}, {} thread(s), call #{} ({}): {}", to_string(inst.path),
                              inst.path == Path::cuda_runner ? (inst.device_fields ? " (device fields)" : " (host fields)") : "",
+                             inst.static_scalars ? " (static scalars)" : "",
                              inst.views ? "views in any" : to_string(layout_), size_label_, to_string(inst.mode),
                              inst.threads, call_index + 1, v.label, what);
       return f;

@@ -45,6 +45,7 @@ struct Failure {
 struct RunStats {
   std::uint64_t compiled_calls = 0, reference_calls = 0, rejected_calls = 0, compiles = 0;
   std::uint64_t cuda_kernel_calls = 0, cuda_runner_calls = 0;  // of compiled_calls
+  std::uint64_t static_scalar_calls = 0;                       // of compiled_calls: every scalar folded in
 };
 
 // Runs every size and layout of the case; returns the first failure, if any.

@@ -64,9 +64,10 @@ int main(int argc, char** argv) {
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double last_report = 0;
   auto report = [&] {
-    fmt::print("[{:7.1f} s] programs {}, compiled calls {} (emulated CUDA: {} kernels, {} runner), reference calls {} "
-               "({} rejected), failing programs {}\n", elapsed(), tried, stats.compiled_calls, stats.cuda_kernel_calls,
-               stats.cuda_runner_calls, stats.reference_calls, stats.rejected_calls, failed);
+    fmt::print("[{:7.1f} s] programs {}, compiled calls {} (emulated CUDA: {} kernels, {} runner; {} static scalars), "
+               "reference calls {} ({} rejected), failing programs {}\n", elapsed(), tried, stats.compiled_calls,
+               stats.cuda_kernel_calls, stats.cuda_runner_calls, stats.static_scalar_calls, stats.reference_calls,
+               stats.rejected_calls, failed);
     std::fflush(stdout);
   };
   for (std::uint64_t s = seed; count == 0 || s < seed + count; ++s) {
@@ -119,8 +120,8 @@ int main(int argc, char** argv) {
   }
   if (elapsed() - last_report > 1) report();
   fmt::print("done: {} programs in {:.1f} min, {} compiles (most are cache hits), {} compiled calls (emulated CUDA: "
-             "{} kernels, {} runner), {} failing programs\n", tried, elapsed() / 60, stats.compiles, stats.compiled_calls,
-             stats.cuda_kernel_calls, stats.cuda_runner_calls, failed);
+             "{} kernels, {} runner; {} static scalars), {} failing programs\n", tried, elapsed() / 60, stats.compiles,
+             stats.compiled_calls, stats.cuda_kernel_calls, stats.cuda_runner_calls, stats.static_scalar_calls, failed);
   for (const auto& [kind, n] : failures_by_kind) fmt::print("  {}: {} program(s)\n", kind, n);
   return failed ? 1 : 0;
 }
