@@ -341,10 +341,15 @@ class Generator {
   // A scan over the statement's K range; its inputs are generated expressions.
   Expr scan_expr(const Ctx& ctx, int depth) {
     ++scans_made_;
+    // A float32 scan carries and sweeps in float (its weak literals adopt float32); its result
+    // is converted to float64 where it is used.
+    const DType t = coin(0.25) ? DType::float32 : DType::float64;
+    auto carry = [&](double v) { return t == DType::float32 ? Scalar(static_cast<float>(v)) : Scalar(v); };
+    auto to64 = [&](const Expr& x) { return t == DType::float32 ? astype(x, DType::float64) : x; };
     std::vector<Expr> inputs;
     const int n_in = uni(1, 2);
     for (int i = 0; i < n_in; ++i) {
-      Expr x = float_expr(DType::float64, ctx, depth - 1);
+      Expr x = float_expr(t, ctx, depth - 1);
       if (!x.type().has(K)) {  // scan inputs need the vertical dim
         auto dims = x.type().dims;
         dims.push_back(K);
@@ -367,7 +372,7 @@ class Generator {
     const ScanDirection dir = coin(0.5) ? ScanDirection::forward : ScanDirection::backward;
     const std::string name = fmt::format("scan{}", scans_made_);
     if (!tuple) {
-      const Expr s = scan(name, dir, {Scalar(std::round(real(-2, 2)))},
+      const Expr s = scan(name, dir, {carry(std::round(real(-2, 2)))},
                           [&](const Expr& c, const std::vector<Expr>& in) {
                             const Expr& last = in.back();
                             switch (form) {
@@ -378,9 +383,9 @@ class Generator {
                             }
                           },
                           inputs);
-      return s;
+      return to64(s);
     }
-    const Expr s = scan(name, dir, {Scalar(0.0), Scalar(1.0)},
+    const Expr s = scan(name, dir, {carry(0.0), carry(1.0)},
                         [&](const Expr& c, const std::vector<Expr>& in) {
                           const Expr& last = in.back();
                           if (form % 2 == 0) return make_tuple({c[0] * w + in[0], c[1] * 0.5 + c[0] * last});
@@ -388,9 +393,9 @@ class Generator {
                         },
                         inputs);
     switch (uni(0, 2)) {
-      case 0: return s[0];
-      case 1: return s[1];
-      default: return s[0] - s[1];
+      case 0: return to64(s[0]);
+      case 1: return to64(s[1]);
+      default: return to64(s[0] - s[1]);
     }
   }
 
@@ -656,13 +661,36 @@ class Generator {
           if (f->name != avoid && (f->output || coin(0.3))) cands.push_back(f);  // inputs: in/out
         return cands.empty() ? nullptr : pick(cands);
       };
-      if (kind == 0) {  // two results at once
-        const Expr a = top_value(d.ctx, depth), b = float_expr(DType::float64, d.ctx, depth - 1);
-        value = make_tuple({a, b});
+      if (kind == 0) {  // two or three results at once, of mixed dtypes, maybe as nested tuples
         const FieldParam* o1 = out_field(DType::float64, "");
-        const FieldParam* o2 = o1 ? out_field(DType::float64, o1->name) : nullptr;
-        if (!o2) return;
-        outs = {o1->e, o2->e};
+        if (!o1) return;
+        const Expr a = top_value(d.ctx, depth);
+        std::vector<Expr> rest;
+        std::vector<std::string> used = {o1->name};
+        outs = {o1->e};
+        const int more = coin(0.3) ? 2 : 1;
+        for (int m = 0; m < more; ++m) {
+          const DType t = pick(std::vector<DType>{DType::float64, DType::float64, DType::float32, DType::int32, DType::boolean});
+          const FieldParam* o = nullptr;
+          for (int attempt = 0; attempt < 4 && !o; ++attempt) {
+            o = out_field(t, "");
+            if (o && std::find(used.begin(), used.end(), o->name) != used.end()) o = nullptr;
+          }
+          if (!o) continue;
+          used.push_back(o->name);
+          outs.push_back(o->e);
+          rest.push_back(t == DType::int32     ? int_expr(d.ctx, 1)
+                         : t == DType::boolean ? bool_expr(d.ctx, depth - 1)
+                                               : float_expr(t, d.ctx, depth - 1));
+        }
+        if (rest.empty()) return;
+        // (a, b, c) or (a, (b, c)): a call writes the leaves in order either way (the builder
+        // flattens the nesting, so the IR never shows it).
+        value = rest.size() == 2 && coin(0.5) ? make_tuple({a, make_tuple(rest)}) : [&] {
+          std::vector<Expr> all = {a};
+          all.insert(all.end(), rest.begin(), rest.end());
+          return make_tuple(all);
+        }();
       } else if (kind == 1) {
         value = float_expr(DType::float32, d.ctx, depth);
         const FieldParam* o = out_field(DType::float32, "");

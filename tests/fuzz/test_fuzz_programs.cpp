@@ -73,6 +73,12 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
     for (const ir::Stmt& st : c.program.stmts) {
       domains.insert(ir::to_string(st.domain));
       if (st.outputs.size() > 1) seen["tuple outputs"]++;
+      if (st.outputs.size() > 2) seen["three outputs"]++;
+      for (const std::string& o : st.outputs)
+        if (c.program.find(o)->type.dtype != c.program.find(st.outputs[0])->type.dtype) {
+          seen["outputs of mixed dtypes"]++;
+          break;
+        }
       if (std::none_of(st.domain.begin(), st.domain.end(),
                        [](const ir::DomainRange& r) { return r.dim.kind == DimKind::vertical; }))
         seen["statement without K"]++;
@@ -90,6 +96,7 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
           seen["sparse field"]++;
         if (e->kind == ir::ExprKind::scan) seen[e->forward ? "forward scan" : "backward scan"]++;
         if (e->kind == ir::ExprKind::scan && e->init.size() > 1) seen["tuple carry"]++;
+        if (e->kind == ir::ExprKind::scan && e->init[0].dtype() == DType::float32) seen["float32 scan"]++;
         if (e->kind == ir::ExprKind::named && e->materialize) seen["materialize"]++;
         if (e->kind == ir::ExprKind::field_ref) {
           seen[std::string("reads ") + std::string(to_string(e->type.dtype))]++;
@@ -117,7 +124,8 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
         "in/out", "statements over different domains", "value shared by statements", "shift", "dynamic_shift",
         "neighbor_shift", "reduce", "where", "concat_where", "astype", "binary", "unary", "reads int64", "reads bool",
         "writes int32", "writes int64", "writes bool", "writes float32", "statement without K", "reads a surface",
-        "if_", "chained neighbour shift", "sparse field", "local_slot"})
+        "if_", "chained neighbour shift", "sparse field", "local_slot", "three outputs",
+        "outputs of mixed dtypes", "float32 scan"})
     EXPECT_GE(seen[feature], 5) << feature;
   // Every operator of the language, on the CPU and through the CUDA kernels alike.
   for (int op = 0; op <= static_cast<int>(ir::UnaryOp::gamma); ++op) {
