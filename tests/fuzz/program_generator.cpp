@@ -23,6 +23,8 @@
 #include <optional>
 #include <random>
 #include <string_view>
+#include <tuple>
+#include <utility>
 
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
@@ -730,6 +732,7 @@ class Generator {
   SizeSet draw_sizes() {
     SizeSet s;
     s.nk = pick(std::vector<int>{1, 2, 3, 5, 7, 8});
+    if (coin(0.1)) return long_rows();
     if (!mesh_) {
       static const std::vector<int> ns = {1, 2, 3, 4, 5, 6, 7, 9, 11, 13};
       s.ni = pick(ns);
@@ -740,6 +743,25 @@ class Generator {
     } else {
       s.nx = uni(3, 6);
       s.ny = uni(3, 5);
+    }
+    return s;
+  }
+
+  // Rows longer than a horizontal-fastest row block (passes::row_block, 256 columns): several
+  // blocks and a remainder, with shifts reaching across block boundaries. Few levels and short
+  // other dims keep the reference's work small.
+  SizeSet long_rows() {
+    SizeSet s;
+    s.nk = uni(1, 3);
+    if (!mesh_) {
+      const int along = pick(std::vector<int>{255, 257, 300, 513});
+      const int across = uni(1, 3);
+      s.ni = coin(0.5) ? along : across;
+      s.nj = s.ni == along ? across : along;
+    } else {
+      // Torus: 270 edges; 264 cells; 272 vertices. Bounded meshes have a few fewer of each.
+      const std::pair<int, int> shapes[] = {{10, 9}, {12, 11}, {17, 16}};
+      std::tie(s.nx, s.ny) = shapes[uni(0, 2)];
     }
     return s;
   }

@@ -69,6 +69,11 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
     seen[c.mesh ? (c.bounded ? "bounded mesh" : "torus") : "cartesian"]++;
     for (Layout l : c.layouts) seen[std::string(to_string(l))]++;
     if (c.short_field_calls) seen["short-field calls"]++;
+    for (const SizeSet& s : c.sizes)  // more columns than a horizontal-fastest row block (256)
+      if (std::max(s.ni, s.nj) > 256 || 3 * s.nx * s.ny > 256) {
+        seen[c.mesh ? "mesh rows longer than a block" : "cartesian rows longer than a block"]++;
+        break;
+      }
     std::set<std::string> domains;
     for (const ir::Stmt& st : c.program.stmts) {
       domains.insert(ir::to_string(st.domain));
@@ -124,7 +129,7 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
         "in/out", "statements over different domains", "value shared by statements", "shift", "dynamic_shift",
         "neighbor_shift", "reduce", "where", "concat_where", "astype", "binary", "unary", "reads int64", "reads bool",
         "writes int32", "writes int64", "writes bool", "writes float32", "statement without K", "reads a surface",
-        "if_", "chained neighbour shift", "sparse field", "local_slot", "three outputs",
+        "if_", "chained neighbour shift", "sparse field", "local_slot", "three outputs", "mesh rows longer than a block", "cartesian rows longer than a block",
         "outputs of mixed dtypes", "float32 scan"})
     EXPECT_GE(seen[feature], 5) << feature;
   // Every operator of the language, on the CPU and through the CUDA kernels alike.
