@@ -12,7 +12,8 @@
 //     transient offsets); and the CUDA runner on an emulated runtime in all of them, its
 //     workspace and transients in emulated device memory, with device-resident fields (pool,
 //     persistent, views) or host fields it copies in and back (scoped, external); once per
-//     case, a CPU instance with every scalar folded in at compile time (static_scalars);
+//     case, a CPU instance with every scalar folded in at compile time (static_scalars); and per
+//     layout a CPU instance called through the C API (ff_program_set_*_at, ff_program_run);
 //  3. each call must agree with the reference: same acceptance, same error type, outputs
 //     untouched after a rejected call, every field (inputs too) equal bit for bit, where any NaN
 //     equals any NaN (a NaN's sign and payload depend on operand order, which is not semantics).
@@ -30,6 +31,7 @@
 #include <functional>
 #include <memory>
 
+#include "fieldflow/capi_interop.h"
 #include "fieldflow/compile.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/reference.h"
@@ -163,6 +165,7 @@ class CaseRunner {
     testing_support::Emulator::Launch launch = nullptr;
 #endif
     std::unique_ptr<CompiledProgram> program;  // cpu, cuda_kernels
+    std::unique_ptr<ff_program, ff_status (*)(ff_program*)> handle{nullptr, ff_program_destroy};  // c_api
 
     CompiledProgram& compiled() {
 #ifdef FIELDFLOW_WITH_CUDA
@@ -185,6 +188,7 @@ class CaseRunner {
     inst.fence = std::move(fence);
     switch (path) {
       case Path::cpu: inst.program = std::make_unique<CompiledProgram>(compile(c_.program, o)); break;
+      case Path::c_api: inst.handle.reset(capi::wrap(compile(c_.program, o))); break;
       case Path::cuda_kernels: inst.program = std::make_unique<CompiledProgram>(driver::compile_cuda_emulated(c_.program, o)); break;
       case Path::cuda_runner:
 #ifdef FIELDFLOW_WITH_CUDA
@@ -218,6 +222,8 @@ class CaseRunner {
       if (config_.runs(Path::cuda_runner))
         kept.push_back(make(Path::cuda_runner, options(mode, 1), false, mode != TransientMemoryMode::scoped));
     }
+    if (config_.runs(Path::c_api))
+      kept.push_back(make(Path::c_api, options(TransientMemoryMode::pool, config_.threads[rotate++ % config_.threads.size()])));
     if (layout_ == c_.layouts.front())  // once per case: the stride order is the views' business
       for (Path path : {Path::cpu, Path::cuda_kernels, Path::cuda_runner}) {
         if (!config_.runs(path)) continue;
@@ -314,6 +320,49 @@ class CaseRunner {
     return std::nullopt;
   }
 
+  // Every argument set by index as a view over the harness's arrays, as a C or Fortran host
+  // does (the same arrays every call), then one run; a failing status becomes the error kind of
+  // the exception behind it, so it is compared with the reference like any other call.
+  void call_through_c_api(ff_program* h, Variant& v, Outcome& got) {
+    ff_status status = FF_OK;
+    for (int i = 0; status == FF_OK && i < static_cast<int>(c_.program.params.size()); ++i) {
+      const ir::Param& p = c_.program.params[i];
+      if (p.kind == ir::ParamKind::field) {
+        Field& f = v.work.at(p.name);
+        status = ff_program_set_field_at(h, i, c_dtype(f.dtype()), f.data(), static_cast<int>(f.shape().size()),
+                                         f.shape().data(), f.strides().data(), f.origin().data());
+      } else if (p.kind == ir::ParamKind::scalar) {
+        const Scalar& s = v.data.scalars.at(p.name);
+        if (s.dtype() == DType::boolean) status = ff_program_set_bool_at(h, i, s.as_int() != 0);
+        else if (is_floating(s.dtype())) status = ff_program_set_real_at(h, i, s.as_double());
+        else status = ff_program_set_int_at(h, i, s.as_int());
+      } else {
+        const NeighborTable& t = v.data.mesh->table(p.name);
+        status = ff_program_set_table_at(h, i, t.entries(), t.n_source, t.n_target, t.max_neighbors,
+                                         t.source_stride(), t.neighbor_stride());
+      }
+    }
+    if (status == FF_OK) status = ff_program_run(h);
+    if (status == FF_OK) return;
+    static const char* kinds[] = {"", "", "", "DimensionError", "DTypeError", "ProgramError", "ArgumentError",
+                                  "DomainError", "ConnectivityError", "LayoutError", "OptionError", "CompileError",
+                                  "CacheError", "StorageError", "WorkspaceError", "AllocationError",
+                                  "ConcurrencyError", "InternalError"};
+    got.error = status >= 3 && status <= FF_ERROR_INTERNAL ? kinds[status] : "non-fieldflow exception";
+    got.message = fmt::format("{}: {}", ff_status_name(status), ff_last_error());
+  }
+
+  static int c_dtype(DType t) {
+    switch (t) {
+      case DType::boolean: return FF_DTYPE_BOOL;
+      case DType::int32: return FF_DTYPE_INT32;
+      case DType::int64: return FF_DTYPE_INT64;
+      case DType::float32: return FF_DTYPE_FLOAT32;
+      case DType::float64: return FF_DTYPE_FLOAT64;
+    }
+    return -1;
+  }
+
   std::optional<Failure> check_call(Instance& inst, Variant& v, std::size_t call_index) {
     if (inst.fence) inst.fence->poison();
     refill(v.work, v.data.fields);
@@ -349,11 +398,15 @@ class CaseRunner {
       for (const auto& [p, bytes] : device_ranges) emulator_.add_device(p, bytes);
     }
 #endif
-    try {
-      inst.compiled()(v.data.arguments(views.empty() ? v.work : views));
-    } catch (const std::exception& e) {
-      got.error = error_kind(e);
-      got.message = e.what();
+    if (inst.path == Path::c_api) {
+      call_through_c_api(inst.handle.get(), v, got);
+    } else {
+      try {
+        inst.compiled()(v.data.arguments(views.empty() ? v.work : views));
+      } catch (const std::exception& e) {
+        got.error = error_kind(e);
+        got.message = e.what();
+      }
     }
 #ifdef FIELDFLOW_WITH_CUDA
     for (const auto& range : device_ranges) emulator_.remove_device(range.first);
@@ -362,6 +415,7 @@ class CaseRunner {
     if (inst.path == Path::cuda_kernels) ++stats_.cuda_kernel_calls;
     if (inst.path == Path::cuda_runner) ++stats_.cuda_runner_calls;
     if (inst.static_scalars) ++stats_.static_scalar_calls;
+    if (inst.path == Path::c_api) ++stats_.c_api_calls;
     std::string outside_views;
     for (const auto& [name, a] : arrays) {
       v.work.at(name).copy_values_from(a->view());
@@ -419,6 +473,7 @@ std::string to_string(Path p) {
     case Path::cpu: return "cpu";
     case Path::cuda_kernels: return "emulated CUDA kernels";
     case Path::cuda_runner: return "CUDA runner on an emulated runtime";
+    case Path::c_api: return "cpu through the C API";
   }
   return "?";
 }

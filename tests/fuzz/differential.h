@@ -18,8 +18,10 @@ namespace fieldflow::fuzz {
 // emulation of the launch grid (driver::compile_cuda_emulated: the GPU's schedule, its transients
 // in host memory, bound and checked by the CPU runtime); or those kernels launched by the CUDA
 // runner through an emulated CUDA runtime (support/cuda_emulator.h: the runner's staging, copies,
-// descriptor and device memory modes; builds with FIELDFLOW_WITH_CUDA only).
-enum class Path { cpu, cuda_kernels, cuda_runner };
+// descriptor and device memory modes; builds with FIELDFLOW_WITH_CUDA only); or the CPU backend
+// through the C API a C or Fortran host calls (capi::wrap, every argument set as a view with
+// ff_program_set_*_at, statuses mapped back to error kinds).
+enum class Path { cpu, cuda_kernels, cuda_runner, c_api };
 std::string to_string(Path p);
 
 // Which compiled variants to run. The defaults run every mode; external with each thread count.
@@ -27,7 +29,7 @@ struct RunConfig {
   std::vector<int> threads = {1, 2, 3, 4};
   std::vector<TransientMemoryMode> modes = {TransientMemoryMode::external, TransientMemoryMode::pool,
                                             TransientMemoryMode::scoped, TransientMemoryMode::persistent};
-  std::vector<Path> paths = {Path::cpu, Path::cuda_kernels, Path::cuda_runner};
+  std::vector<Path> paths = {Path::cpu, Path::cuda_kernels, Path::cuda_runner, Path::c_api};
   bool every_thread_count_in_every_mode = false;  // else external gets them all, others one each
   std::string cache_dir;                          // empty: the compile default
   bool runs(Path p) const;
@@ -46,6 +48,7 @@ struct RunStats {
   std::uint64_t compiled_calls = 0, reference_calls = 0, rejected_calls = 0, compiles = 0;
   std::uint64_t cuda_kernel_calls = 0, cuda_runner_calls = 0;  // of compiled_calls
   std::uint64_t static_scalar_calls = 0;                       // of compiled_calls: every scalar folded in
+  std::uint64_t c_api_calls = 0;                               // of compiled_calls: through the C API
 };
 
 // Runs every size and layout of the case; returns the first failure, if any.

@@ -49,14 +49,14 @@ int main(int argc, char** argv) {
   app.add_option("--cache-dir", cache_dir, "compile cache (default: FIELDFLOW_CACHE_DIR or ~/.cache/fieldflow)");
   app.add_flag("--all-threads", all_threads, "every thread count 1-4 in every memory mode (slower)");
   bool no_cuda = false;
-  app.add_flag("--no-cuda-emulation", no_cuda, "only the CPU backend (no emulated CUDA kernels or runner)");
+  app.add_flag("--no-cuda-emulation", no_cuda, "only the CPU backend, directly and through the C API (no emulated CUDA kernels or runner)");
   CLI11_PARSE(app, argc, argv);
   if (count == 0 && minutes <= 0) count = 100;
 
   RunConfig config;
   config.cache_dir = cache_dir;
   config.every_thread_count_in_every_mode = all_threads;
-  if (no_cuda) config.paths = {Path::cpu};
+  if (no_cuda) config.paths = {Path::cpu, Path::c_api};
   RunStats stats;
   std::map<std::string, std::uint64_t> failures_by_kind;
   std::uint64_t tried = 0, failed = 0;
@@ -120,8 +120,9 @@ int main(int argc, char** argv) {
   }
   if (elapsed() - last_report > 1) report();
   fmt::print("done: {} programs in {:.1f} min, {} compiles (most are cache hits), {} compiled calls (emulated CUDA: "
-             "{} kernels, {} runner; {} static scalars), {} failing programs\n", tried, elapsed() / 60, stats.compiles,
-             stats.compiled_calls, stats.cuda_kernel_calls, stats.cuda_runner_calls, stats.static_scalar_calls, failed);
+             "{} kernels, {} runner; {} static scalars; {} through the C API), {} failing programs\n", tried,
+             elapsed() / 60, stats.compiles, stats.compiled_calls, stats.cuda_kernel_calls, stats.cuda_runner_calls,
+             stats.static_scalar_calls, stats.c_api_calls, failed);
   for (const auto& [kind, n] : failures_by_kind) fmt::print("  {}: {} program(s)\n", kind, n);
   return failed ? 1 : 0;
 }

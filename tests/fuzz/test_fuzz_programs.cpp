@@ -40,6 +40,7 @@ TEST_P(FuzzBatch, CompiledAgreesWithReference) {
   EXPECT_GT(stats.reference_calls, programs_per_batch);
   EXPECT_GT(stats.cuda_kernel_calls, programs_per_batch);  // the CUDA kernels ran too
   EXPECT_GE(stats.static_scalar_calls, programs_per_batch);  // and the static-scalar instances
+  EXPECT_GE(stats.c_api_calls, programs_per_batch * 2);        // and the C API
   if (driver::cuda_built()) {
     EXPECT_GT(stats.cuda_runner_calls, programs_per_batch * 4);  // and the runner
   }
