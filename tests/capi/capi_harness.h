@@ -13,6 +13,7 @@
 #include "fieldflow/examples.h"
 #include "fieldflow/fieldflow.h"
 #include "fieldflow/reference.h"
+#include "support/capi_codes.h"
 
 namespace fieldflow::capi_test {
 
@@ -115,7 +116,7 @@ struct CallerArguments {
   // Sets every argument; tables in C or Fortran order.
   int set_all(ff_program* p, Order table_order) {
     for (auto& [name, b] : fields) {
-      const int s = ff_program_set_field(p, name.c_str(), dtype_code(b.dtype), b.data, static_cast<int>(b.shape.size()),
+      const int s = ff_program_set_field(p, name.c_str(), testing_support::ff_dtype_code(b.dtype), b.data, static_cast<int>(b.shape.size()),
                                          b.shape.data(), b.strides.data(), b.origin.data());
       if (s != FF_OK) return s;
     }
@@ -139,17 +140,6 @@ struct CallerArguments {
       if (s != FF_OK) return s;
     }
     return FF_OK;
-  }
-
-  static int dtype_code(DType d) {
-    switch (d) {
-      case DType::boolean: return FF_DTYPE_BOOL;
-      case DType::int32: return FF_DTYPE_INT32;
-      case DType::int64: return FF_DTYPE_INT64;
-      case DType::float32: return FF_DTYPE_FLOAT32;
-      case DType::float64: return FF_DTYPE_FLOAT64;
-    }
-    return -1;
   }
 
   // Runs the reference executor `runs` times on the original values (in/out fields change every

@@ -19,6 +19,7 @@
 //     equals any NaN (a NaN's sign and payload depend on operand order, which is not semantics).
 // The call order short, short, good, good catches state left behind by a rejected call.
 #include "fuzz/differential.h"
+#include "support/capi_codes.h"
 #include "support/guarded_workspace.h"
 #include "support/host_arrays.h"
 
@@ -329,7 +330,7 @@ class CaseRunner {
       const ir::Param& p = c_.program.params[i];
       if (p.kind == ir::ParamKind::field) {
         Field& f = v.work.at(p.name);
-        status = ff_program_set_field_at(h, i, c_dtype(f.dtype()), f.data(), static_cast<int>(f.shape().size()),
+        status = ff_program_set_field_at(h, i, testing_support::ff_dtype_code(f.dtype()), f.data(), static_cast<int>(f.shape().size()),
                                          f.shape().data(), f.strides().data(), f.origin().data());
       } else if (p.kind == ir::ParamKind::scalar) {
         const Scalar& s = v.data.scalars.at(p.name);
@@ -350,17 +351,6 @@ class CaseRunner {
                                   "ConcurrencyError", "InternalError"};
     got.error = status >= 3 && status <= FF_ERROR_INTERNAL ? kinds[status] : "non-fieldflow exception";
     got.message = fmt::format("{}: {}", ff_status_name(status), ff_last_error());
-  }
-
-  static int c_dtype(DType t) {
-    switch (t) {
-      case DType::boolean: return FF_DTYPE_BOOL;
-      case DType::int32: return FF_DTYPE_INT32;
-      case DType::int64: return FF_DTYPE_INT64;
-      case DType::float32: return FF_DTYPE_FLOAT32;
-      case DType::float64: return FF_DTYPE_FLOAT64;
-    }
-    return -1;
   }
 
   std::optional<Failure> check_call(Instance& inst, Variant& v, std::size_t call_index) {
