@@ -261,7 +261,14 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
       if (t >= 0) {
         unite(out.transient_boxes[t], need);
       } else {
-        out.kernel_reads.push_back({acc.buffer, k, need});
+        // A read at a data-dependent offset is checked inside the kernel against the field's own
+        // extent, read by read like the reference: the host checks the other dims only. (It
+        // required the kernel's range too, and refused a field covering just the levels read:
+        // fuzzer seed 20900015, docs/reliability.md class 21.)
+        Box checked = need;
+        for (std::size_t a = 0; a < acc.dims.size(); ++a)
+          if (acc.dims[a].kind == DimAccess::Kind::dynamic) checked.lo[a] = checked.hi[a] = 0;
+        out.kernel_reads.push_back({acc.buffer, k, checked});
         auto it = out.param_reads.find(acc.buffer);
         if (it == out.param_reads.end()) {
           const Param* p = s.program.find(acc.buffer);

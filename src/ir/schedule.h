@@ -149,7 +149,9 @@ struct ConcreteExtents {
     int kernel;
     Box box;
   };
-  std::vector<KernelRead> kernel_reads;  // the same per kernel, for messages naming the call
+  // The same per kernel, for messages naming the call; what the host checks before a run, so a
+  // dim read at a dynamic offset is empty here (the kernel checks those reads).
+  std::vector<KernelRead> kernel_reads;
   struct TableRows {
     std::string connectivity;
     int kernel;

@@ -403,5 +403,36 @@ TEST(FuzzRegressions, AFixedSlotOfASparseFieldNeedsOnlyThatSlot) {
   }
 }
 
+// Fuzzer seed 20900015 (shrunk): x(K + (nk - 1 - index(K))) reads only the top level. A field
+// that covers just that level is enough for the reference, which checks each read; compiled code
+// also required the statement's whole K range on the host, although every read at a dynamic
+// offset is checked inside the kernel against the field's own extent. A field without the top
+// level is still refused, by both.
+TEST(FuzzRegressions, AFieldReadAtADynamicOffsetNeedsToCoverOnlyWhatIsRead) {
+  ProgramBuilder pb("top_level");
+  auto x = pb.field("x", {I, K}, DType::float64), o = pb.field("o", {I, K}, DType::float64);
+  auto nk = pb.scalar("nk", DType::int32);
+  pb.call("s", x(K + (nk - 1 - index(K))) * 2.0, {o}, {{I, 0, 3}, {K, 0, nk}});
+  const ir::Program p = pb.build();
+  struct Levels { std::int64_t first, count; const char* want; };
+  for (const Levels& levels : {Levels{3, 1, "accepted"}, Levels{0, 4, "accepted"}, Levels{0, 3, "DomainError"}})
+    for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+      Field fx({I, K}, DType::float64, {3, levels.count}, {0, levels.first}, layout);
+      for (std::int64_t i = 0; i < fx.size(); ++i) fx.set_from_double(i, 1.5 + static_cast<double>(i));
+      Field r({I, K}, DType::float64, {3, 4}, {}, layout), c = r.clone();
+      auto args = [&](Field& out) { return Arguments().field("x", fx).field("o", out).scalar("nk", 4); };
+      std::string reference = "accepted", compiled = "accepted";
+      try { run_reference(p, args(r)); } catch (const DomainError&) { reference = "DomainError"; }
+      try { compile(p, testing_support::cpu_options(layout))(args(c)); } catch (const DomainError&) { compiled = "DomainError"; }
+      const std::string where = fmt::format("levels [{}, {}), {}", levels.first, levels.first + levels.count, to_string(layout));
+      EXPECT_EQ(reference, levels.want) << where;
+      EXPECT_EQ(compiled, levels.want) << where;
+      if (reference == "accepted") {
+        for (std::int64_t k = 0; k < 4; ++k) EXPECT_EQ(r.at<double>({1, k}), 2.0 * fx.at<double>({1, 3})) << where;  // independent
+        EXPECT_TRUE(same_bits(r, c, "o")) << where;
+      }
+    }
+}
+
 }  // namespace
 }  // namespace fieldflow
