@@ -402,11 +402,12 @@ class Generator {
   }
 
   // A value at location ctx.loc computed from values at another location, through a table.
-  struct Route { const char* table; int from; int width; int safe_slots; };  // safe: never -1
+  // A table into `loc`, from the location its values come from; its first safe_slots slots never hold -1.
+  struct Route { const char* table; int from; int safe_slots; };
   const Route& pick_route(int loc) {
-    static const std::vector<Route> to_vertex = {{"V2E", 1, 6, 0}, {"V2C", 2, 6, 0}};
-    static const std::vector<Route> to_edge = {{"E2V", 0, 2, 2}, {"E2C2V", 0, 4, 2}, {"E2C", 2, 2, 1}};
-    static const std::vector<Route> to_cell = {{"C2E", 1, 3, 3}, {"C2V", 0, 3, 3}, {"C2E2CO", 2, 4, 1}};
+    static const std::vector<Route> to_vertex = {{"V2E", 1, 0}, {"V2C", 2, 0}};
+    static const std::vector<Route> to_edge = {{"E2V", 0, 2}, {"E2C2V", 0, 2}, {"E2C", 2, 1}};
+    static const std::vector<Route> to_cell = {{"C2E", 1, 3}, {"C2V", 0, 3}, {"C2E2CO", 2, 1}};
     return pick(loc == 0 ? to_vertex : loc == 1 ? to_edge : to_cell);
   }
 
@@ -466,7 +467,7 @@ class Generator {
     // A fixed slot that may be -1 is rare and then both backends must reject the call alike.
     const bool unsafe = bounded_ && coin(0.02);
     if (r.safe_slots > 0 && coin(0.4)) return x(conn[uni(0, r.safe_slots - 1)]);
-    if (unsafe) return x(conn[r.width - 1]);
+    if (unsafe) return x(conn[conn.max_neighbors - 1]);
     Expr local = x(conn);
     if (!weights.empty() && coin(0.3)) local = pick(weights)->e * local;  // geofac-style weights
     else if (coin(0.3)) local = local * float_leaf(DType::float64, ctx);  // weights at the source point
