@@ -68,9 +68,9 @@ typedef struct ff_call {
 
 #ifdef __cplusplus
 /* Scalar semantics shared by the reference executor and generated code, so both compute the
- * same bits: integer division by zero is 0 (no trap inside a model's time loop), negation wraps,
- * minimum/maximum are std::min/std::max (the second operand wins only if strictly smaller/larger,
- * the form compilers turn into min/max instructions). */
+ * same bits: integer arithmetic wraps, integer division by zero is 0 (no trap inside a model's
+ * time loop), minimum/maximum are std::min/std::max (the second operand wins only if strictly
+ * smaller/larger, the form compilers turn into min/max instructions). */
 namespace fieldflow::abi {
 template <class T> FF_HD inline T ff_div(T a, T b) {
   if constexpr (static_cast<T>(0.5) == 0) {  // integers
@@ -84,6 +84,25 @@ template <class T> FF_HD inline T ff_div(T a, T b) {
 template <class T> FF_HD inline T ff_neg(T a) {
   if constexpr (static_cast<T>(0.5) == 0) return static_cast<T>(0 - static_cast<unsigned long long>(a));
   else return -a;
+}
+/* Integer +, - and * wrap around (two's complement), as NumPy's and GT4Py's fixed-width integers
+ * do, where C++'s signed overflow is undefined behaviour (and lets the optimizer assume it never
+ * happens). Computed in the unsigned type of the same width: the same instructions, vectorised
+ * alike; the conversion back is modular since C++20. Floats use the plain operators. */
+template <int Bytes> struct ff_unsigned_of;
+template <> struct ff_unsigned_of<4> { typedef unsigned int type; };
+template <> struct ff_unsigned_of<8> { typedef unsigned long long type; };
+template <class T> FF_HD inline T ff_iadd(T a, T b) {
+  typedef typename ff_unsigned_of<sizeof(T)>::type U;
+  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+}
+template <class T> FF_HD inline T ff_isub(T a, T b) {
+  typedef typename ff_unsigned_of<sizeof(T)>::type U;
+  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+}
+template <class T> FF_HD inline T ff_imul(T a, T b) {
+  typedef typename ff_unsigned_of<sizeof(T)>::type U;
+  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
 }
 template <class T> FF_HD inline T ff_min(T a, T b) { return b < a ? b : a; }
 template <class T> FF_HD inline T ff_max(T a, T b) { return a < b ? b : a; }

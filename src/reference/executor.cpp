@@ -155,8 +155,10 @@ class Interpreter {
     for (std::size_t a = 0; a < f.dims().size(); ++a) {
       const int s = slot(f.dims()[a]);
       FIELDFLOW_ASSERT(pt.set[s], fmt::format("point lacks dimension {} of field {}", f.dims()[a].name, e.name));
-      const std::int64_t rel = pt.index[s] - f.origin()[a];
-      if (rel < 0 || rel >= f.shape()[a])
+      // Compared before subtracting: a dynamic index far outside (even near INT64_MIN) is refused.
+      const bool inside = pt.index[s] >= f.origin()[a] && pt.index[s] - f.origin()[a] < f.shape()[a];
+      const std::int64_t rel = inside ? pt.index[s] - f.origin()[a] : 0;
+      if (!inside)
         throw DomainError(fmt::format("{}: reads field '{}' at {}={}, outside its extent [{}, {}); the field must "
                                       "cover every point the call reads (domain plus shifts)", where(), e.name,
                                       f.dims()[a].name, pt.index[s], f.origin()[a], f.origin()[a] + f.shape()[a]));
@@ -228,7 +230,8 @@ class Interpreter {
       }
       case ExprKind::dynamic_shift: {
         Point q = pt;
-        q.index[slot(e.dim)] += eval(*e.args[1], pt).as_int();
+        // Wraps like the generated index (abi::ff_iadd): a huge offset is refused, never undefined.
+        q.index[slot(e.dim)] = abi::ff_iadd(q.index[slot(e.dim)], eval(*e.args[1], pt).as_int());
         return eval(*e.args[0], q, component);
       }
       case ExprKind::neighbor_shift: {
@@ -310,7 +313,7 @@ class Interpreter {
           if (!(skip.local == e.conn.local)) throw;
           continue;
         }
-        if (e.rop == ir::ReduceOp::sum) acc = static_cast<T>(acc + v);
+        if (e.rop == ir::ReduceOp::sum) acc = scalar_as<T>(reference::apply_binary<T>(ir::BinaryOp::add, acc, v));  // ints wrap
         else if (e.rop == ir::ReduceOp::max) acc = acc < v ? v : acc;
         else acc = v < acc ? v : acc;
       }

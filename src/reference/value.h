@@ -68,9 +68,15 @@ template <class T> Scalar apply_binary(ir::BinaryOp op, T a, T b) {
     return Scalar(op == BinaryOp::logical_and ? (a && b) : op == BinaryOp::logical_or ? (a || b) : (a != b));
   } else {
     switch (op) {
-      case BinaryOp::add: return Scalar(static_cast<T>(a + b));
-      case BinaryOp::sub: return Scalar(static_cast<T>(a - b));
-      case BinaryOp::mul: return Scalar(static_cast<T>(a * b));
+      case BinaryOp::add:
+        if constexpr (std::is_integral_v<T>) return Scalar(abi::ff_iadd(a, b));
+        else return Scalar(static_cast<T>(a + b));
+      case BinaryOp::sub:
+        if constexpr (std::is_integral_v<T>) return Scalar(abi::ff_isub(a, b));
+        else return Scalar(static_cast<T>(a - b));
+      case BinaryOp::mul:
+        if constexpr (std::is_integral_v<T>) return Scalar(abi::ff_imul(a, b));
+        else return Scalar(static_cast<T>(a * b));
       case BinaryOp::div:
         return Scalar(abi::ff_div(a, b));
       case BinaryOp::minimum: return Scalar(abi::ff_min(a, b));

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
@@ -373,6 +374,50 @@ TEST(Integers, Int32ArithmeticAndDivisionByZeroIsZero) { check_int_arithmetic<st
 TEST(Integers, Int64ArithmeticBeyondInt32Range) {
   check_int_arithmetic<std::int64_t>(DType::int64, std::int64_t{1} << 33);
 }
+
+// Integer +, - and * wrap around in two's complement, as NumPy's fixed-width integers do (C++'s
+// signed overflow would be undefined). Expected values: the same operations on the unsigned type,
+// and a few facts of two's complement checked by name.
+template <class T> void check_wrap_around(DType dt) {
+  using U = std::make_unsigned_t<T>;
+  constexpr T lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  constexpr T half = static_cast<T>(T(1) << (sizeof(T) * 4));  // 2^(bits / 2): half * half == 0
+  const std::vector<T> as{hi, lo, hi, lo, half, static_cast<T>(hi / 3 + 1), -1, 7, hi, lo};
+  const std::vector<T> bs{1, -1, hi, lo, half, 3, lo, -5, -1, 1};
+  const int n = static_cast<int>(as.size());
+  ProgramBuilder pb(std::string("wrap_") + std::string(to_string(dt)));
+  Expr a = pb.field("a", {I}, dt), b = pb.field("b", {I}, dt);
+  Expr add = pb.field("add", {I}, dt), sub = pb.field("sub", {I}, dt), mul = pb.field("mul", {I}, dt),
+       mix = pb.field("mix", {I}, dt);
+  pb.call("wrap", make_tuple({a + b, a - b, a * b, (a + 1) * 2 - b}), {add, sub, mul, mix}, {{I, 0, n}});
+  Field fa({I}, dt, {n}), fb({I}, dt, {n});
+  for (int i = 0; i < n; ++i) fa.at<T>({i}) = as[i], fb.at<T>({i}) = bs[i];
+  std::vector<Field> outs;
+  for (int o = 0; o < 4; ++o) outs.emplace_back(std::vector<Dimension>{I}, dt, std::vector<std::int64_t>{n});
+  run_program(pb.build(), Arguments()
+                              .field("a", fa)
+                              .field("b", fb)
+                              .field("add", outs[0])
+                              .field("sub", outs[1])
+                              .field("mul", outs[2])
+                              .field("mix", outs[3]));
+  for (int i = 0; i < n; ++i) {
+    const U x = static_cast<U>(as[i]), y = static_cast<U>(bs[i]);
+    EXPECT_EQ(outs[0].at<T>({i}), static_cast<T>(x + y)) << as[i] << " + " << bs[i];
+    EXPECT_EQ(outs[1].at<T>({i}), static_cast<T>(x - y)) << as[i] << " - " << bs[i];
+    EXPECT_EQ(outs[2].at<T>({i}), static_cast<T>(x * y)) << as[i] << " * " << bs[i];
+    EXPECT_EQ(outs[3].at<T>({i}), static_cast<T>((x + 1) * 2 - y)) << as[i] << ", " << bs[i];
+  }
+  EXPECT_EQ(outs[0].at<T>({0}), lo);      // max + 1
+  EXPECT_EQ(outs[1].at<T>({1}), lo + 1);  // min - -1 is min + 1, no overflow
+  EXPECT_EQ(outs[0].at<T>({1}), hi);      // min + -1
+  EXPECT_EQ(outs[2].at<T>({2}), 1);       // max * max
+  EXPECT_EQ(outs[2].at<T>({4}), 0);       // 2^(bits/2) squared
+  EXPECT_EQ(outs[2].at<T>({6}), lo);      // -1 * min
+}
+
+TEST(Integers, Int32AddSubtractMultiplyWrapAround) { check_wrap_around<std::int32_t>(DType::int32); }
+TEST(Integers, Int64AddSubtractMultiplyWrapAround) { check_wrap_around<std::int64_t>(DType::int64); }
 
 TEST(Integers, DivisionTruncatesTowardZeroAndMinOverMinusOneWraps) {
   ProgramBuilder pb("idiv");

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
@@ -287,6 +289,24 @@ TEST(DynamicHorizontalOffsets, ReadingOutsideTheFieldIsADomainErrorAndWritesNoth
   EXPECT_ERROR(DomainError, run_program(pb.build(), Arguments().field("a", fa).field("off", foff).field("o", fo)),
                "program 'gather_out'", "field 'a'", "I=6", "[0, 6)");
   EXPECT_TRUE(matches(fo, [](const Index&) { return 0.0; }, [](const Index&) { return false; }));
+}
+
+// An offset so large that index + offset leaves int64 wraps around (as the language's integers
+// do) and is refused like any other read outside the field, never undefined behaviour.
+TEST(DynamicHorizontalOffsets, OffsetsAtTheInt64LimitsAreADomainError) {
+  ProgramBuilder pb("gather_huge");
+  Expr a = pb.field("a", {I, K}, DType::float64), off = pb.field("off", {I, K}, DType::int64);
+  Expr o = pb.field("o", {I, K}, DType::float64);
+  pb.call("gather", a(I + off), {o}, full());
+  const ir::Program program = pb.build();
+  for (const std::int64_t huge : {std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()}) {
+    Field fa = ik(DType::float64, 17), foff = ik(DType::int64), fo = ik();
+    foff.fill(0);
+    foff.at<std::int64_t>({NX - 1, 1}) = huge;
+    EXPECT_ERROR(DomainError, run_program(program, Arguments().field("a", fa).field("off", foff).field("o", fo)),
+                 "program 'gather_huge'", "field 'a'", "[0, 6)");
+    EXPECT_TRUE(matches(fo, [](const Index&) { return 0.0; }, [](const Index&) { return false; }));
+  }
 }
 
 // --- if_ on runtime bool scalars -------------------------------------------------------------------------------

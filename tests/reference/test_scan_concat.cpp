@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
@@ -276,6 +277,29 @@ TEST(Scan, IntegerCarry) {
       for (int k = 0; k < NK; ++k) {
         c = c * 3 - fa.at<std::int64_t>({i, j, k}) + c / 2;
         EXPECT_EQ(fo.at<std::int64_t>({i, j, k}), c) << i << "," << j << "," << k;
+      }
+    }
+}
+
+// An int32 carry that leaves the int32 range after two levels wraps, level after level, like
+// uint32 arithmetic.
+TEST(Scan, IntegerCarryWrapsAround) {
+  ProgramBuilder pb("int_scan_wrap");
+  Expr a = pb.field("a", {I, J, K}, DType::int32);
+  Expr out = pb.field("out", {I, J, K}, DType::int32);
+  pb.call("c",
+          scan("c", ScanDirection::backward, {Scalar(std::int32_t{7})},
+               [](const Expr& c, const std::vector<Expr>& in) { return c * 65537 + in[0] - 1000003; }, {a}),
+          {out}, full());
+  Field fa({I, J, K}, DType::int32, {NX, NY, NK}), fo({I, J, K}, DType::int32, {NX, NY, NK});
+  fill_with(fa, [](const Index& x) { return static_cast<double>((x[0] * 7 + x[1] * 3 + x[2] * 5) % 13 - 6); });
+  run_program(pb.build(), Arguments().field("a", fa).field("out", fo));
+  for (int i = 0; i < NX; ++i)
+    for (int j = 0; j < NY; ++j) {
+      std::uint32_t c = 7;
+      for (int k = NK - 1; k >= 0; --k) {
+        c = c * 65537u + static_cast<std::uint32_t>(fa.at<std::int32_t>({i, j, k})) - 1000003u;
+        EXPECT_EQ(fo.at<std::int32_t>({i, j, k}), static_cast<std::int32_t>(c)) << i << "," << j << "," << k;
       }
     }
 }

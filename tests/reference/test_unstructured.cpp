@@ -3,6 +3,7 @@
 // Expected values walk the mesh's neighbour tables with plain loops.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <limits>
 
 #include "fieldflow/dsl.h"
@@ -108,6 +109,32 @@ TEST_F(Meshes, IntegerReductions) {
     EXPECT_EQ(fs.at<std::int32_t>({c}), sum) << c;
     EXPECT_EQ(fm.at<std::int32_t>({c}), mx) << c;
   }
+}
+
+// A sum over neighbours wraps like +: values near the int32 limits, expected from uint32 sums.
+TEST_F(Meshes, IntegerNeighbourSumsWrapAround) {
+  ProgramBuilder pb("int_red_wrap");
+  Expr fv = pb.field("fv", {Vertex}, DType::int32), s = pb.field("s", {Cell}, DType::int32);
+  pb.call("red", neighbor_sum(fv(C2V), C2V) + neighbor_sum(fv(C2V) * 3, C2V), {s}, {{Cell, 0, nc(torus)}});
+  Field f({Vertex}, DType::int32, {nv(torus)}), fs({Cell}, DType::int32, {nc(torus)});
+  for (int v = 0; v < nv(torus); ++v)
+    f.at<std::int32_t>({v}) = v % 2 ? std::numeric_limits<std::int32_t>::max() - v : std::numeric_limits<std::int32_t>::min() + 3 * v;
+  run_program(pb.build(), Arguments().field("fv", f).field("s", fs).connectivity("C2V", torus.table("C2V")));
+  const auto& t = torus.table("C2V");
+  int wrapped = 0;
+  for (int c = 0; c < nc(torus); ++c) {
+    std::uint32_t sum = 0, sum3 = 0;
+    std::int64_t exact = 0;
+    for (int n = 0; n < 3; ++n) {
+      const std::int32_t x = f.at<std::int32_t>({t(c, n)});
+      sum += static_cast<std::uint32_t>(x);
+      sum3 += static_cast<std::uint32_t>(x) * 3u;
+      exact += x;
+    }
+    EXPECT_EQ(fs.at<std::int32_t>({c}), static_cast<std::int32_t>(sum + sum3)) << c;
+    wrapped += exact != static_cast<std::int32_t>(sum);
+  }
+  EXPECT_GT(wrapped, 0);  // the sums themselves left the int32 range
 }
 
 TEST_F(Meshes, VerticalLevelsAndKShiftsThroughNeighbours) {

@@ -413,7 +413,8 @@ std::string PointEmitter::gen_uncached(const Expr& e, const Point& p, int comp, 
       Point q = p;
       for (auto& i : q)
         if (i.dim == e.dim) {
-          i.base = fmt::format("({} + std::int64_t({}))", i.str(), off);
+          // Wraps like the reference's index: a huge int64 offset is then refused, never undefined.
+          i.base = fmt::format("fieldflow::abi::ff_iadd<std::int64_t>({}, {})", i.str(), off);
           i.offset = 0;
           i.dynamic = true;
         }
@@ -540,7 +541,10 @@ std::string PointEmitter::reduce(const Expr& e, const Point& p, std::string& cod
     reducing_.pop_back();
     std::string next;
     switch (e.rop) {
-      case ir::ReduceOp::sum: next = fmt::format("static_cast<{}>({} + {})", ctype(t), acc, x); break;
+      case ir::ReduceOp::sum:
+        next = is_floating(t) ? fmt::format("static_cast<{}>({} + {})", ctype(t), acc, x)
+                              : fmt::format("fieldflow::abi::ff_iadd({}, {})", acc, x);
+        break;
       case ir::ReduceOp::max: next = fmt::format("fieldflow::abi::ff_max({}, {})", acc, x); break;
       // ff_min(acc, x) keeps acc unless x < acc, as the reference folds (ties and NaNs too).
       case ir::ReduceOp::min: next = fmt::format("fieldflow::abi::ff_min({}, {})", acc, x); break;
@@ -594,9 +598,13 @@ std::string PointEmitter::binary(const Expr& e, const std::string& a, const std:
   const DType t = e.args[0]->type.dtype;
   const std::string ct = ctype(t);
   switch (e.bop) {
-    case ir::BinaryOp::add: return fmt::format("static_cast<{}>({} + {})", ct, a, b);
-    case ir::BinaryOp::sub: return fmt::format("static_cast<{}>({} - {})", ct, a, b);
-    case ir::BinaryOp::mul: return fmt::format("static_cast<{}>({} * {})", ct, a, b);
+    // Integer arithmetic wraps (fieldflow/abi.h).
+    case ir::BinaryOp::add:
+      return is_floating(t) ? fmt::format("static_cast<{}>({} + {})", ct, a, b) : fmt::format("fieldflow::abi::ff_iadd({}, {})", a, b);
+    case ir::BinaryOp::sub:
+      return is_floating(t) ? fmt::format("static_cast<{}>({} - {})", ct, a, b) : fmt::format("fieldflow::abi::ff_isub({}, {})", a, b);
+    case ir::BinaryOp::mul:
+      return is_floating(t) ? fmt::format("static_cast<{}>({} * {})", ct, a, b) : fmt::format("fieldflow::abi::ff_imul({}, {})", a, b);
     case ir::BinaryOp::div:
       return is_floating(t) ? fmt::format("({} / {})", a, b) : fmt::format("fieldflow::abi::ff_div({}, {})", a, b);
     case ir::BinaryOp::logical_and: return fmt::format("({} && {})", a, b);
