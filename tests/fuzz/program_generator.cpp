@@ -9,8 +9,8 @@
 //    on purpose: then both backends must reject the call alike);
 //  - dynamic offsets are clamped into [0, nk) along K and into the halo budget along I and J
 //    (except, one in eight, on purpose: reads that leave the fields, rejected while running);
-//  - integer expressions stay shallow with small leaves, so no sum or product overflows (that is
-//    undefined behaviour in the generated C++ and in the reference alike);
+//  - integer leaves are sometimes near their type's limits (literals, and one input element in
+//    32), so sums, differences, products and neighbour sums wrap around, as the language defines;
 //  - a statement without K (a surface) only reads fields without K.
 // Anything the DSL still rejects (a DimensionError for a shift along a missing dim, ...) falls
 // back to a simpler expression, so generation never fails.
@@ -19,7 +19,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string_view>
@@ -212,6 +215,17 @@ class Generator {
     if (t == DType::int64) return Expr::literal(Scalar(static_cast<std::int64_t>(v)));
     return Expr::literal(Scalar(v));
   }
+  // max - r, min + r or +-(2^(bits/2) + r): a sum or product with it leaves the type's range.
+  Expr near_limit(DType t) {
+    const int r = uni(0, 3), kind = uni(0, 2);
+    const int sign = coin(0.5) ? 1 : -1;
+    if (t == DType::int32) {
+      using L = std::numeric_limits<std::int32_t>;
+      return Expr::literal(Scalar(kind == 0 ? L::max() - r : kind == 1 ? L::min() + r : (65536 + r) * sign));
+    }
+    using L = std::numeric_limits<std::int64_t>;
+    return Expr::literal(Scalar(kind == 0 ? L::max() - r : kind == 1 ? L::min() + r : ((std::int64_t{1} << 32) + r) * sign));
+  }
   Expr index_of_some_dim(const Ctx& ctx) {
     if (mesh_) return index(coin(0.5) || ctx.flat ? loc_dim(ctx.loc) : K);
     return index(ctx.flat ? pick(std::vector<Dimension>{I, J}) : pick(std::vector<Dimension>{I, J, K}));
@@ -244,8 +258,8 @@ class Generator {
     return lit(t, real(-2, 2));
   }
 
-  // Integer expressions (int32 or int64) stay shallow and their leaves small (|v| <= 100), so no
-  // sum or product overflows (that would be undefined in C++); power only raises a leaf.
+  // Integer expressions (int32 or int64) stay shallow; power only raises a leaf. About one literal
+  // in three is near the type's limits, or the square root of its range, so + - * wrap around.
   Expr int_expr(const Ctx& ctx, int depth, DType t = DType::int32) {
     const DType other = t == DType::int32 ? DType::int64 : DType::int32;
     if (depth <= 0 || coin(0.3)) {
@@ -261,6 +275,7 @@ class Generator {
         auto os = fields_of(other, ctx);
         if (!os.empty()) return astype(pick(os)->e, t);
       }
+      if (coin(0.3)) return near_limit(t);
       return lit(t, uni(-5, 5));
     }
     const Expr a = int_expr(ctx, std::min(depth - 1, 1), t), b = int_expr(ctx, std::min(depth - 1, 1), t);
@@ -862,7 +877,12 @@ CallData make_call_data(const FuzzCase& c, std::size_t size_index, Layout layout
         off += idx[a] * f.strides()[a];
       }
       double v = value(rng);
-      if (p.type.dtype == DType::int32 || p.type.dtype == DType::int64) v = std::round(v * 10);
+      if (p.type.dtype == DType::int32 || p.type.dtype == DType::int64) {
+        v = std::round(v * 10);
+        // One element in 32 near the type's limits (exact in a double), so sums wrap around.
+        if (rng() % 32 == 0)
+          v = std::copysign(p.type.dtype == DType::int32 ? 2147483647.0 - std::abs(v) : 0x1.8p62 - 1024 * std::abs(v), v);
+      }
       if (p.type.dtype == DType::boolean) v = v > 0;
       f.set_from_double(off, v);
     }

@@ -104,6 +104,12 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
         if (e->kind == ir::ExprKind::scan && e->init.size() > 1) seen["tuple carry"]++;
         if (e->kind == ir::ExprKind::scan && e->init[0].dtype() == DType::float32) seen["float32 scan"]++;
         if (e->kind == ir::ExprKind::named && e->materialize) seen["materialize"]++;
+        if (e->kind == ir::ExprKind::binary &&
+            (e->bop == ir::BinaryOp::add || e->bop == ir::BinaryOp::sub || e->bop == ir::BinaryOp::mul))
+          for (const ir::ExprPtr& x : e->args)  // an operand that makes the operation wrap around
+            if (x->kind == ir::ExprKind::literal && is_integral(x->type.dtype) &&
+                (x->literal.as_int() >= 65536 || x->literal.as_int() <= -65536))
+              seen["integer arithmetic near a limit"]++;
         if (e->kind == ir::ExprKind::field_ref) {
           seen[std::string("reads ") + std::string(to_string(e->type.dtype))]++;
           if (e->type.dims.size() == (c.mesh ? 1u : 2u) && !e->type.has(vertical_dim("K"))) seen["reads a surface"]++;
@@ -131,7 +137,7 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
         "neighbor_shift", "reduce", "where", "concat_where", "astype", "binary", "unary", "reads int64", "reads bool",
         "writes int32", "writes int64", "writes bool", "writes float32", "statement without K", "reads a surface",
         "if_", "chained neighbour shift", "sparse field", "local_slot", "three outputs", "mesh rows longer than a block", "cartesian rows longer than a block",
-        "outputs of mixed dtypes", "float32 scan"})
+        "outputs of mixed dtypes", "float32 scan", "integer arithmetic near a limit"})
     EXPECT_GE(seen[feature], 5) << feature;
   // Every operator of the language, on the CPU and through the CUDA kernels alike.
   for (int op = 0; op <= static_cast<int>(ir::UnaryOp::gamma); ++op) {
