@@ -39,15 +39,15 @@ std::string dot_graph(const ir::Schedule& s) {
 }
 
 // The CUDA kernels and, per launch, the grid the runtime gives it (the source alone does not say
-// which dimension runs along x and which are flattened along y).
+// which dimension runs along x, which along y and which are flattened along z).
 std::string cuda_listing(const ir::Schedule& s) {
   const codegen::CudaSource cuda = codegen::generate_cuda_source(s);
   std::string out;
   for (const auto& l : cuda.launches) {
-    std::string ys;
-    for (int a : l.y_axes) ys += fmt::format("{}{}", ys.empty() ? "" : ", ", a);
-    out += fmt::format("// launch {}: kernel {}, {} threads per block, x = loop dimension {}, y = [{}]{}\n", l.symbol,
-                       l.kernel, l.block_x, l.x_axis, ys, l.raises_errors ? ", checks reads" : "");
+    std::string zs;
+    for (int a : l.z_axes) zs += fmt::format("{}{}", zs.empty() ? "" : ", ", a);
+    out += fmt::format("// launch {}: kernel {}, {} threads per block, x = loop dimension {}, y = {}, z = [{}]{}\n",
+                       l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis, zs, l.raises_errors ? ", checks reads" : "");
   }
   return out + cuda.source;
 }

@@ -46,57 +46,59 @@ inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 
 }
 )";
 
-std::string emulation_launcher(const codegen::CudaSource& cuda, int max_grid_y) {
+std::string emulation_launcher(const codegen::CudaSource& cuda, int max_grid_yz) {
   std::string s = fmt::format(R"(
 namespace {{
-// One launch: the grid of codegen::cuda_grid (with blocks along y capped at {0}), every block
-// and thread in turn.
-void ff_emulate(void (*kernel)(const ff_call*), const ff_call* call, int k, int block_x, int x_axis,
-                const int* y_axes, int n_y, int loop_dims) {{
+// Every block and thread of a grid in turn.
+void ff_emulate_grid(void (*kernel)(const ff_call*), const ff_call* call, ff_dim3 grid, unsigned block_x) {{
+  gridDim = grid;
+  blockDim = {{block_x, 1, 1}};
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx)
+        for (unsigned tx = 0; tx < block_x; ++tx) {{
+          blockIdx = {{bx, by, bz}};
+          threadIdx = {{tx, 0, 0}};
+          kernel(call);
+        }}
+}}
+
+// One launch: the grid of codegen::cuda_grid, with blocks along y and z capped at {0} so that
+// blocks stride.
+void ff_emulate(void (*kernel)(const ff_call*), const ff_call* call, int k, int block_x, int x_axis, int y_axis,
+                const int* z_axes, int n_z, int loop_dims) {{
   const std::int64_t* dom = call->domains + k * 2 * FF_MAX_DIMS;
   for (int a = 0; a < loop_dims; ++a)
     if (dom[2 * a + 1] <= dom[2 * a]) return;
-  std::int64_t rest = 1;
-  for (int i = 0; i < n_y; ++i) rest *= dom[2 * y_axes[i] + 1] - dom[2 * y_axes[i]];
+  std::int64_t z = 1;
+  for (int i = 0; i < n_z; ++i) z *= dom[2 * z_axes[i] + 1] - dom[2 * z_axes[i]];
   const std::int64_t x = x_axis < 0 ? 1 : dom[2 * x_axis + 1] - dom[2 * x_axis];
-  gridDim = {{static_cast<unsigned>((x + block_x - 1) / block_x), static_cast<unsigned>(rest < {0} ? rest : {0}), 1}};
-  blockDim = {{static_cast<unsigned>(block_x), 1, 1}};
-  for (unsigned by = 0; by < gridDim.y; ++by)
-    for (unsigned bx = 0; bx < gridDim.x; ++bx)
-      for (unsigned tx = 0; tx < blockDim.x; ++tx) {{
-        blockIdx = {{bx, by, 0}};
-        threadIdx = {{tx, 0, 0}};
-        kernel(call);
-      }}
+  const std::int64_t y = y_axis < 0 ? 1 : dom[2 * y_axis + 1] - dom[2 * y_axis];
+  ff_emulate_grid(kernel, call,
+                  {{static_cast<unsigned>((x + block_x - 1) / block_x), static_cast<unsigned>(y < {0} ? y : {0}),
+                   static_cast<unsigned>(z < {0} ? z : {0})}},
+                  static_cast<unsigned>(block_x));
 }}
 }}  // namespace
 
 extern "C" std::int32_t ff_abi_version(void) {{ return FF_ABI_VERSION; }}
-)", max_grid_y);
+)", max_grid_yz);
   // One launch with a grid given by the caller (the emulated CUDA runtime of the runner's tests).
   std::string table;
   for (const auto& l : cuda.launches) table += l.symbol + ", ";
-  s += fmt::format(R"(extern "C" void ff_emulate_launch(int launch, unsigned grid_x, unsigned grid_y, unsigned block_x,
-                                  const ff_call* call) {{
+  s += fmt::format(R"(extern "C" void ff_emulate_launch(int launch, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                                  unsigned block_x, const ff_call* call) {{
   static void (*const kernels[])(const ff_call*) = {{{}nullptr}};
-  gridDim = {{grid_x, grid_y, 1}};
-  blockDim = {{block_x, 1, 1}};
-  for (unsigned by = 0; by < grid_y; ++by)
-    for (unsigned bx = 0; bx < grid_x; ++bx)
-      for (unsigned tx = 0; tx < block_x; ++tx) {{
-        blockIdx = {{bx, by, 0}};
-        threadIdx = {{tx, 0, 0}};
-        kernels[launch](call);
-      }}
+  ff_emulate_grid(kernels[launch], call, {{grid_x, grid_y, grid_z}}, block_x);
 }}
 
 extern "C" std::int32_t ff_run(const ff_call* call) {{
 )", table);
   for (const auto& l : cuda.launches) {
-    std::string ys;
-    for (int a : l.y_axes) ys += fmt::format("{}, ", a);
-    s += fmt::format("  {{\n    static const int y_axes[] = {{{}-1}};\n    ff_emulate({}, call, {}, {}, {}, y_axes, {}, {});\n  }}\n",
-                     ys, l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axes.size(), l.loop_dims);
+    std::string zs;
+    for (int a : l.z_axes) zs += fmt::format("{}, ", a);
+    s += fmt::format("  {{\n    static const int z_axes[] = {{{}-1}};\n    ff_emulate({}, call, {}, {}, {}, {}, z_axes, {}, {});\n  }}\n",
+                     zs, l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis, l.z_axes.size(), l.loop_dims);
     s += "  if (*call->error) return *call->error;\n";
   }
   return s + "  return *call->error;\n}\n";
@@ -104,8 +106,8 @@ extern "C" std::int32_t ff_run(const ff_call* call) {{
 
 }  // namespace
 
-std::string cuda_emulation_source(const codegen::CudaSource& cuda, int max_grid_y) {
-  return std::string(emulation_prelude) + codegen::cuda_preamble() + cuda.body + emulation_launcher(cuda, max_grid_y);
+std::string cuda_emulation_source(const codegen::CudaSource& cuda, int max_grid_yz) {
+  return std::string(emulation_prelude) + codegen::cuda_preamble() + cuda.body + emulation_launcher(cuda, max_grid_yz);
 }
 
 // Without a layout, CUDA code is built for the GPU's default whatever options.backend says (the
@@ -211,11 +213,11 @@ CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& o
 #endif
 }
 
-EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOptions& options, int max_grid_y) {
-  FIELDFLOW_ASSERT(max_grid_y >= 1, "the emulated grid needs at least one block along y");
+EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOptions& options, int max_grid_yz) {
+  FIELDFLOW_ASSERT(max_grid_yz >= 1, "the emulated grid needs at least one block along y and z");
   const std::string static_key = check_options(program, options);
   EmulatedCuda out{build_cuda_source(program, options), {}, std::nullopt, {}};
-  out.source = cuda_emulation_source(out.built.source, max_grid_y);
+  out.source = cuda_emulation_source(out.built.source, max_grid_yz);
   toolchain::ModuleCache cache = cache_at(options.cache_dir);
   auto loaded = cache.get_or_load(program.name, out.source, toolchain::default_compiler_config(false),
                                   fmt::format("{}abi{}cuda-emulation static:{}", passes::pipeline_description(),
@@ -225,8 +227,8 @@ EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOption
   return out;
 }
 
-CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_y) {
-  EmulatedCuda e = load_cuda_emulation(program, options, max_grid_y);
+CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_yz) {
+  EmulatedCuda e = load_cuda_emulation(program, options, max_grid_yz);
   CompiledProgram::Impl::Image image;
   image.program = program;
   image.options = options;

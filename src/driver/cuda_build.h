@@ -50,10 +50,11 @@ CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& o
 // blockDim / gridDim, and a generated ff_run launches every kernel by looping over its grid and
 // blocks, one thread after the other. The schedule is the one the GPU gets, with its transients
 // in host memory, so the CPU runtime binds, checks and runs it as it runs a CPU module: the
-// generated indexing (the thread-to-point mapping, partial blocks, the blocks striding along y,
-// scans' columns) is executed and compared with the reference without a device. `max_grid_y`
-// caps the blocks along y (the GPU's cap is 65535) so that small tests stride too.
-CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_y = 3);
+// generated indexing (the thread-to-point mapping, partial blocks, the blocks striding along y
+// and z, scans' columns) is executed and compared with the reference without a device.
+// `max_grid_yz` caps the blocks along y and z (the GPU's cap is 65535) so that small tests stride
+// too.
+CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_yz = 3);
 
 // The host-compiled module behind compile_cuda_emulated (the module cache's entry for
 // cuda_emulation_source), with the CUDA build it came from: also what the emulated CUDA runtime of
@@ -64,12 +65,12 @@ struct EmulatedCuda {
   std::optional<toolchain::LoadedModule> module;
   toolchain::CacheEntry entry;
 };
-EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOptions& options, int max_grid_y = 3);
+EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOptions& options, int max_grid_yz = 3);
 
 // The host source of that emulation: the kernels, ff_run (every launch, its grid from
-// codegen::cuda_grid capped at max_grid_y blocks along y) and ff_emulate_launch(launch, grid_x,
-// grid_y, block_x, call), one launch with a grid the caller gives (what an emulated
-// cudaLaunchKernel calls).
-std::string cuda_emulation_source(const codegen::CudaSource& cuda, int max_grid_y);
+// codegen::cuda_grid capped at max_grid_yz blocks along y and z) and ff_emulate_launch(launch,
+// grid_x, grid_y, grid_z, block_x, call), one launch with a grid the caller gives (what an
+// emulated cudaLaunchKernel calls).
+std::string cuda_emulation_source(const codegen::CudaSource& cuda, int max_grid_yz);
 
 }  // namespace fieldflow::driver

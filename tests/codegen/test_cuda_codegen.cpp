@@ -182,26 +182,34 @@ TEST(CudaNvrtc, CompilesThroughTheModuleCache) {
   std::filesystem::remove_all(dir);
 }
 
-// The grid the runtime launches: partial blocks round up, blocks along y are capped, an empty box
-// along any loop dimension (a scan's own included) launches nothing.
+// The grid the runtime launches: partial blocks round up, blocks along y and z are capped, an
+// empty box along any loop dimension (a scan's own included) launches nothing.
 TEST(CudaLaunch, GridCoversTheBoxWithPartialBlocks) {
   codegen::CudaLaunch l;
   l.block_x = 128;
-  l.x_axis = 2;
-  l.y_axes = {0, 1};
-  l.loop_dims = 3;
-  const std::int64_t dom[] = {0, 10, -1, 6, 0, 129};  // 10 x 7 x 129
+  l.x_axis = 3;
+  l.y_axis = 2;
+  l.z_axes = {0, 1};
+  l.loop_dims = 4;
+  const std::int64_t dom[] = {0, 10, -1, 6, 2, 5, 0, 129};  // 10 x 7 x 3 x 129
   const codegen::CudaGrid g = codegen::cuda_grid(l, dom);
   EXPECT_EQ(g.x, 2);
-  EXPECT_EQ(g.y, 70);
-  const std::int64_t big[] = {0, 1000, 0, 1000, 0, 1};
-  EXPECT_EQ(codegen::cuda_grid(l, big).y, codegen::cuda_max_grid_y);
-  const std::int64_t empty[] = {0, 10, 3, 3, 0, 129};
+  EXPECT_EQ(g.y, 3);
+  EXPECT_EQ(g.z, 70);
+  const std::int64_t big[] = {0, 1000, 0, 1000, 0, 70000, 0, 1};
+  EXPECT_EQ(codegen::cuda_grid(l, big).y, codegen::cuda_max_grid_yz);
+  EXPECT_EQ(codegen::cuda_grid(l, big).z, codegen::cuda_max_grid_yz);
+  const std::int64_t empty[] = {0, 10, 3, 3, 0, 5, 0, 129};
   EXPECT_EQ(codegen::cuda_grid(l, empty).x, 0);
   codegen::CudaLaunch scan = l;  // a scan over dim 1: not in the grid, but an empty one is no work
-  scan.y_axes = {0};
+  scan.z_axes = {0};
   EXPECT_EQ(codegen::cuda_grid(scan, empty).x, 0);
-  EXPECT_EQ(codegen::cuda_grid(scan, dom).y, 10);
+  EXPECT_EQ(codegen::cuda_grid(scan, dom).z, 10);
+  codegen::CudaLaunch flat = l;  // one loop dimension: one block along y and z
+  flat.y_axis = -1;
+  flat.z_axes.clear();
+  EXPECT_EQ(codegen::cuda_grid(flat, dom).y, 1);
+  EXPECT_EQ(codegen::cuda_grid(flat, dom).z, 1);
 }
 
 // Backend::cuda on this machine: a typed error saying why when there is no device (or no CUDA in

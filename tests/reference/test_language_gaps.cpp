@@ -386,6 +386,23 @@ TEST(GapsLimits, AFieldOverNineDimensionsRunsInTheReferenceAndIsRefusedByCompile
   EXPECT_ERROR(DimensionError, compile(p), "nine_dims", "field 'f'", "9 dimensions", "at most 8");
 }
 
+// Five loop dimensions over boxes that do not start at 0: a CUDA kernel flattens the dimensions
+// beyond its x and y (three here) along z and splits them by division, the CPU nests five loops.
+// Every point of the box is written once, with the value of its own point; the rest stays.
+TEST(GapsLimits, AProgramOverFiveDimensionsWritesEachPointOfItsBox) {
+  const Dimension A = horizontal_dim("A"), B = horizontal_dim("B"), C = horizontal_dim("C"), D = horizontal_dim("D");
+  const std::vector<Dimension> dims{A, B, C, D, K};
+  const std::vector<std::int64_t> shape{3, 5, 4, 2, 3};
+  ProgramBuilder pb("five_dims");
+  Expr f = pb.field("f", dims, DType::float64), out = pb.field("out", dims, DType::float64);
+  pb.call("shifted", f(B + 1) * 2.0 - f(C - 1), {out}, {{A, 0, 3}, {B, 1, 4}, {C, 1, 4}, {D, 0, 2}, {K, 1, 3}});
+  Field ff = filled(dims, shape, 29), o = filled(dims, shape, -1);
+  run_program(pb.build(), Arguments().field("f", ff).field("out", o));
+  EXPECT_TRUE(matches(
+      o, [&](const Index& x) { return at(ff, {x[0], x[1] + 1, x[2], x[3], x[4]}) * 2.0 - at(ff, {x[0], x[1], x[2] - 1, x[3], x[4]}); },
+      [](const Index& x) { return x[1] >= 1 && x[1] < 4 && x[2] >= 1 && x[3] < 2 && x[4] >= 1; }, 0));
+}
+
 // --- 6. sparse fields shifted to another location, then reduced ------------------------------------
 
 TEST_F(Gaps, SparseFieldShiftedThenReducedSkipsTheRowsMissingNeighbours) {

@@ -28,7 +28,7 @@ namespace fieldflow::testing_support {
 
 // What the emulated runtime saw.
 struct Emulator {
-  using Launch = void (*)(int, unsigned, unsigned, unsigned, const ff_call*);
+  using Launch = void (*)(int, unsigned, unsigned, unsigned, unsigned, const ff_call*);
   Launch launch = nullptr;
   std::vector<std::string> symbols;                 // the kernels a library has, by launch index
   std::vector<std::pair<std::uintptr_t, std::size_t>> device;  // address ranges that are device memory
@@ -109,7 +109,7 @@ inline const runtime::cuda::CudaApi emulated_api{
       if (emulator->launch_result != cudaSuccess) return emulator->launch_result;
       emulator->launch_streams.push_back(s);
       const int index = static_cast<int>(reinterpret_cast<std::uintptr_t>(k)) - 1;
-      emulator->launch(index, grid.x, grid.y, block.x, *static_cast<const ff_call* const*>(args[0]));
+      emulator->launch(index, grid.x, grid.y, grid.z, block.x, *static_cast<const ff_call* const*>(args[0]));
       return cudaSuccess;
     },
     [](int* device) {

@@ -39,7 +39,8 @@ class CudaKernelEmitter : public PointEmitter {
       return static_cast<int>(std::find(loop_dims_.begin(), loop_dims_.end(), d) - loop_dims_.begin());
     };
     if (!grid.empty()) launch.x_axis = axis_of(grid.back());
-    for (std::size_t a = 0; a + 1 < grid.size(); ++a) launch.y_axes.push_back(axis_of(grid[a]));
+    if (grid.size() > 1) launch.y_axis = axis_of(grid[grid.size() - 2]);
+    for (std::size_t a = 0; a + 2 < grid.size(); ++a) launch.z_axes.push_back(axis_of(grid[a]));
 
     memo_.assign(1, {});
     const Point p = loop_point();
@@ -65,32 +66,45 @@ class CudaKernelEmitter : public PointEmitter {
     code += bounds();
     code += d_.text;
     code += uses_error_ ? "  std::int32_t err = 0;\n" : "";
+    int open_loops = 0;  // the y and z loops around the point
     if (grid.empty()) {
-      code += "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n    {\n";
+      code += "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n";
     } else {
       const Dimension& x = grid.back();
       code += fmt::format("  const std::int64_t {} = {} + std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;\n", var(x),
                           lo(x));
       code += fmt::format("  if ({} < {}) {{\n", var(x), hi(x));
-      // The other dimensions, flattened (slowest first) and strided over by the blocks along y.
-      std::string rest = "std::int64_t(1)";
-      for (std::size_t a = 0; a + 1 < grid.size(); ++a) rest += fmt::format(" * ({} - {})", hi(grid[a]), lo(grid[a]));
-      code += fmt::format("    for (std::int64_t r = blockIdx.y; r < {}; r += gridDim.y) {{\n", rest);
-      if (grid.size() > 1) {
-        code += "      std::int64_t q = r;\n";
-        for (std::size_t a = grid.size() - 1; a-- > 0;) {
+      // Blocks stride over their dimension: a grid-stride loop per grid axis.
+      const auto stride = [&](const std::string& v, const std::string& from, const std::string& to, char axis) {
+        code += fmt::format("  for (std::int64_t {0} = {1} + blockIdx.{3}; {0} < {2}; {0} += gridDim.{3}) {{\n", v, from, to,
+                            axis);
+        ++open_loops;
+      };
+      // The dimensions beyond x and y (K of a 3-D kernel) go along z. More than one (a kernel over
+      // four or more dimensions) are flattened, slowest first, and split once per z step.
+      if (grid.size() == 3) stride(var(grid[0]), lo(grid[0]), hi(grid[0]), 'z');
+      if (grid.size() > 3) {
+        std::string rest = "std::int64_t(1)";
+        for (std::size_t a = 0; a + 2 < grid.size(); ++a) rest += fmt::format(" * ({} - {})", hi(grid[a]), lo(grid[a]));
+        stride("rz", "0", rest, 'z');
+        code += "    std::int64_t q = rz;\n";
+        for (std::size_t a = grid.size() - 2; a-- > 0;) {
           const Dimension& d = grid[a];
           if (a == 0) {
-            code += fmt::format("      const std::int64_t {} = {} + q;\n", var(d), lo(d));
+            code += fmt::format("    const std::int64_t {} = {} + q;\n", var(d), lo(d));
           } else {
-            code += fmt::format("      const std::int64_t {0} = {1} + q % ({2} - {1});\n      q /= {2} - {1};\n", var(d),
-                                lo(d), hi(d));
+            code += fmt::format("    const std::int64_t {0} = {1} + q % ({2} - {1});\n    q /= {2} - {1};\n", var(d), lo(d),
+                                hi(d));
           }
         }
       }
+      if (grid.size() > 1) {
+        const Dimension& y = grid[grid.size() - 2];
+        stride(var(y), lo(y), hi(y), 'y');
+      }
     }
-    // A braced body: a `continue` of the per-point code (a skipped neighbour) stays inside it.
-    code += inner + "    }\n  }\n";
+    // The point's code in its own block, inside the z and y loops and the test of x.
+    code += "    {\n" + inner + "    }\n" + std::string(open_loops, '}') + (open_loops ? "\n" : "") + "  }\n";
     code += uses_error_ ? "  if (err) atomicOr(reinterpret_cast<unsigned int*>(call->error), static_cast<unsigned int>(err));\n" : "";
     launch.raises_errors = uses_error_;
     return {code + "}\n\n", launch};
@@ -160,10 +174,11 @@ CudaGrid cuda_grid(const CudaLaunch& launch, const std::int64_t* dom) {
   // Like the CPU kernel's early return: an empty box along any loop dimension is no work.
   for (int a = 0; a < launch.loop_dims; ++a)
     if (extent(a) <= 0) return {};
-  std::int64_t rest = 1;
-  for (int a : launch.y_axes) rest *= extent(a);
+  std::int64_t z = 1;
+  for (int a : launch.z_axes) z *= extent(a);
   const std::int64_t x = launch.x_axis < 0 ? 1 : extent(launch.x_axis);
-  return {(x + launch.block_x - 1) / launch.block_x, std::min(rest, cuda_max_grid_y)};
+  const std::int64_t y = launch.y_axis < 0 ? 1 : extent(launch.y_axis);
+  return {(x + launch.block_x - 1) / launch.block_x, std::min(y, cuda_max_grid_yz), std::min(z, cuda_max_grid_yz)};
 }
 
 }  // namespace fieldflow::codegen

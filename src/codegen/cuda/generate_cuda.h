@@ -10,15 +10,18 @@
 namespace fieldflow::codegen {
 
 // How the runtime launches one kernel. Threads along x cover the kernel's unit-stride loop
-// dimension (coalesced loads and stores); the other loop dimensions are flattened and covered by
-// blocks along y, each block striding over them (the grid's y size is capped). A scan's own
-// dimension is not in the grid: each thread sweeps its column with the carry in registers.
+// dimension (coalesced loads and stores), blocks along y the next one (J of a Cartesian grid, the
+// levels of a mesh), blocks along z the others, flattened. Each block strides over y and z (the
+// grid's sizes are capped), so a thread finds its point without dividing: 64-bit division is a
+// long instruction sequence on a GPU, once per point when it splits a flattened index. A scan's
+// own dimension is not in the grid: each thread sweeps its column with the carry in registers.
 struct CudaLaunch {
   std::string symbol;          // extern "C" __global__ function
   int kernel = 0;              // index into Schedule::kernels (its box is in ff_call::domains)
   int block_x = 128;           // threads per block (block y and z are 1)
   int x_axis = -1;             // position in ir::kernel_loop_dims of the dimension along x; -1: one thread
-  std::vector<int> y_axes;     // positions of the dimensions flattened along y, slowest first
+  int y_axis = -1;             // position of the dimension along y; -1: none
+  std::vector<int> z_axes;     // positions of the dimensions flattened along z, slowest first
   int loop_dims = 0;           // the kernel's loop dimensions (a scan's own one is not in the grid)
   bool raises_errors = false;  // checks reads while running: may set ff_call::error
 };
@@ -44,12 +47,12 @@ CudaSource generate_cuda_source(const ir::Schedule& s, const CudaCodegenOptions&
 // fieldflow/abi.h and ff_limits, the numeric_limits of device code (NVRTC has no <limits>).
 std::string cuda_preamble();
 
-// Launch grid of one kernel for a call's loop boxes (ff_call::domains): {x blocks, y blocks};
-// {0, 0} when the box is empty (the launch is skipped, like the CPU kernel's early return).
+// Launch grid of one kernel for a call's loop boxes (ff_call::domains): blocks along x, y and z;
+// all 0 when the box is empty (the launch is skipped, like the CPU kernel's early return).
 struct CudaGrid {
-  std::int64_t x = 0, y = 0;
+  std::int64_t x = 0, y = 0, z = 0;
 };
 CudaGrid cuda_grid(const CudaLaunch& launch, const std::int64_t* kernel_domain);
-inline constexpr std::int64_t cuda_max_grid_y = 65535;
+inline constexpr std::int64_t cuda_max_grid_yz = 65535;  // CUDA's limit of gridDim.y and gridDim.z
 
 }  // namespace fieldflow::codegen

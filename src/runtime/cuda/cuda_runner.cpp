@@ -177,7 +177,7 @@ class CudaRunner final : public DeviceRunner {
       const codegen::CudaGrid g = codegen::cuda_grid(l, c.domains + l.kernel * 2 * FF_MAX_DIMS);
       if (g.x == 0) continue;
       void* args[] = {&device_call};
-      check(api_.launch(kernels_[i], dim3(static_cast<unsigned>(g.x), static_cast<unsigned>(g.y)),
+      check(api_.launch(kernels_[i], dim3(static_cast<unsigned>(g.x), static_cast<unsigned>(g.y), static_cast<unsigned>(g.z)),
                         dim3(static_cast<unsigned>(l.block_x)), args, stream),
             "cudaLaunchKernel", fmt::format("{}' kernel '{}", p, l.symbol));
     }
