@@ -393,14 +393,11 @@ template <class T> void check_wrap_around(DType dt) {
   Field fa({I}, dt, {n}), fb({I}, dt, {n});
   for (int i = 0; i < n; ++i) fa.at<T>({i}) = as[i], fb.at<T>({i}) = bs[i];
   std::vector<Field> outs;
-  for (int o = 0; o < 4; ++o) outs.emplace_back(std::vector<Dimension>{I}, dt, std::vector<std::int64_t>{n});
-  run_program(pb.build(), Arguments()
-                              .field("a", fa)
-                              .field("b", fb)
-                              .field("add", outs[0])
-                              .field("sub", outs[1])
-                              .field("mul", outs[2])
-                              .field("mix", outs[3]));
+  outs.reserve(4);  // args keeps references to its fields
+  Arguments args = Arguments().field("a", fa).field("b", fb);
+  for (const char* name : {"add", "sub", "mul", "mix"})
+    args.field(name, outs.emplace_back(std::vector<Dimension>{I}, dt, std::vector<std::int64_t>{n}));
+  run_program(pb.build(), args);
   for (int i = 0; i < n; ++i) {
     const U x = static_cast<U>(as[i]), y = static_cast<U>(bs[i]);
     EXPECT_EQ(outs[0].at<T>({i}), static_cast<T>(x + y)) << as[i] << " + " << bs[i];
