@@ -50,3 +50,8 @@ FIELDFLOW_ERROR_KIND(InternalError)
   do {                              \
     if (!(cond)) ::fieldflow::throw_internal(__FILE__, __LINE__, std::string(#cond ": ") + (msg)); \
   } while (0)
+
+// Where control must not arrive (past a switch over every enumerator, after a search that cannot
+// fail): an unconditional InternalError, so an unoptimised build also knows nothing follows (an
+// always-failing FIELDFLOW_ASSERT draws -Wreturn-type there).
+#define FIELDFLOW_UNREACHABLE(msg) ::fieldflow::throw_internal(__FILE__, __LINE__, std::string("unreachable: ") + (msg))

@@ -113,7 +113,7 @@ int dtype_to_c(DType d) {
     case DType::float32: return FF_DTYPE_FLOAT32;
     case DType::float64: return FF_DTYPE_FLOAT64;
   }
-  FIELDFLOW_ASSERT(false, "unknown dtype");
+  FIELDFLOW_UNREACHABLE("unknown dtype");
 }
 
 Device device_from_c(int d, const char* function) {

@@ -199,7 +199,7 @@ class Walker {
   static Coord* mutable_coord(Position& p, const Dimension& d) {
     for (auto& c : p.coords)
       if (c.dim == d) return &c;
-    FIELDFLOW_ASSERT(false, "shift along " + d.name + " at a position without it");
+    FIELDFLOW_UNREACHABLE("shift along " + d.name + " at a position without it");
   }
 
   int add_condition(const Condition& c) {

@@ -93,7 +93,7 @@ Dimension column_block_dim(const std::vector<Dimension>& dims, Layout layout) {
   if (layout == Layout::horizontal_fastest && !dims.empty() && dims.front().kind != DimKind::vertical) return dims.front();
   for (std::size_t a = dims.size(); a-- > 0;)
     if (dims[a].kind != DimKind::vertical) return dims[a];
-  FIELDFLOW_ASSERT(false, "a column group without a horizontal dimension");
+  FIELDFLOW_UNREACHABLE("a column group without a horizontal dimension");
   return {};
 }
 

@@ -40,7 +40,7 @@ const Type& Type::leaf(int i) const {
     if (i < n) return e.leaf(i);
     i -= n;
   }
-  FIELDFLOW_ASSERT(false, fmt::format("leaf {} of {} out of range", i, to_string()));
+  FIELDFLOW_UNREACHABLE(fmt::format("leaf {} of {} out of range", i, to_string()));
 }
 
 std::vector<Dimension> canonical_dims(std::vector<Dimension> dims) {

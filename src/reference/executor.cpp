@@ -114,7 +114,7 @@ class Interpreter {
   int slot(const Dimension& d) {
     for (int i = 0; i < static_cast<int>(slots_.size()); ++i)
       if (slots_[i] == d) return i;
-    FIELDFLOW_ASSERT(false, "dimension " + d.name + " is not mentioned by the program");
+    FIELDFLOW_UNREACHABLE("dimension " + d.name + " is not mentioned by the program");
   }
 
   std::string where() const { return fmt::format("program '{}', call '{}'", p_.name, stmt_->op); }
@@ -281,7 +281,7 @@ class Interpreter {
         return eval(*e.args[0], q, component);
       }
     }
-    FIELDFLOW_ASSERT(false, "unknown expression kind");
+    FIELDFLOW_UNREACHABLE("unknown expression kind");
   }
 
   Scalar eval_reduce(const Expr& e, const Point& pt) {

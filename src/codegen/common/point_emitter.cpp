@@ -445,7 +445,7 @@ std::string PointEmitter::gen_uncached(const Expr& e, const Point& p, int comp, 
     case ExprKind::tuple_get: return gen(*e.args[0], p, static_cast<int>(e.offset), code, ind);
     case ExprKind::scan_arg: return fmt::format("in{}", e.offset);
     case ExprKind::carry: return carry(static_cast<int>(e.offset));
-    case ExprKind::scan: FIELDFLOW_ASSERT(false, "scan inside a kernel value (select_transients missed it)");
+    case ExprKind::scan: FIELDFLOW_UNREACHABLE("scan inside a kernel value (select_transients missed it)");
     case ExprKind::local_slot: {
       Point q;
       for (const auto& i : p)
@@ -467,7 +467,7 @@ std::string PointEmitter::gen_uncached(const Expr& e, const Point& p, int comp, 
       return v;
     }
   }
-  FIELDFLOW_ASSERT(false, "unknown expression kind");
+  FIELDFLOW_UNREACHABLE("unknown expression kind");
 }
 
 // A sparse field read inside a reduction over its local dimension, at another element than the
