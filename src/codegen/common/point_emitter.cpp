@@ -598,13 +598,14 @@ std::string PointEmitter::binary(const Expr& e, const std::string& a, const std:
   const DType t = e.args[0]->type.dtype;
   const std::string ct = ctype(t);
   switch (e.bop) {
-    // Integer arithmetic wraps (fieldflow/abi.h).
     case ir::BinaryOp::add:
-      return is_floating(t) ? fmt::format("static_cast<{}>({} + {})", ct, a, b) : fmt::format("fieldflow::abi::ff_iadd({}, {})", a, b);
     case ir::BinaryOp::sub:
-      return is_floating(t) ? fmt::format("static_cast<{}>({} - {})", ct, a, b) : fmt::format("fieldflow::abi::ff_isub({}, {})", a, b);
-    case ir::BinaryOp::mul:
-      return is_floating(t) ? fmt::format("static_cast<{}>({} * {})", ct, a, b) : fmt::format("fieldflow::abi::ff_imul({}, {})", a, b);
+    case ir::BinaryOp::mul: {
+      if (is_floating(t)) return fmt::format("static_cast<{}>({} {} {})", ct, a, ir::to_string(e.bop), b);
+      // Integer arithmetic wraps (fieldflow/abi.h).
+      const char* name = e.bop == ir::BinaryOp::add ? "ff_iadd" : e.bop == ir::BinaryOp::sub ? "ff_isub" : "ff_imul";
+      return fmt::format("fieldflow::abi::{}({}, {})", name, a, b);
+    }
     case ir::BinaryOp::div:
       return is_floating(t) ? fmt::format("({} / {})", a, b) : fmt::format("fieldflow::abi::ff_div({}, {})", a, b);
     case ir::BinaryOp::logical_and: return fmt::format("({} && {})", a, b);
