@@ -72,19 +72,6 @@ typedef struct ff_call {
  * time loop), minimum/maximum are std::min/std::max (the second operand wins only if strictly
  * smaller/larger, the form compilers turn into min/max instructions). */
 namespace fieldflow::abi {
-template <class T> FF_HD inline T ff_div(T a, T b) {
-  if constexpr (static_cast<T>(0.5) == 0) {  // integers
-    if (b == 0) return 0;
-    if (b == -1) return static_cast<T>(0 - static_cast<unsigned long long>(a));
-    return static_cast<T>(a / b);
-  } else {
-    return a / b;
-  }
-}
-template <class T> FF_HD inline T ff_neg(T a) {
-  if constexpr (static_cast<T>(0.5) == 0) return static_cast<T>(0 - static_cast<unsigned long long>(a));
-  else return -a;
-}
 /* Integer +, - and * wrap around (two's complement), as NumPy's and GT4Py's fixed-width integers
  * do, where C++'s signed overflow is undefined behaviour (and lets the optimizer assume it never
  * happens). Computed in the unsigned type of the same width: the same instructions, vectorised
@@ -103,6 +90,19 @@ template <class T> FF_HD inline T ff_isub(T a, T b) {
 template <class T> FF_HD inline T ff_imul(T a, T b) {
   typedef typename ff_unsigned_of<sizeof(T)>::type U;
   return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+}
+template <class T> FF_HD inline T ff_neg(T a) {
+  if constexpr (static_cast<T>(0.5) == 0) return ff_isub(T(0), a);  // -INT_MIN wraps to INT_MIN
+  else return -a;
+}
+template <class T> FF_HD inline T ff_div(T a, T b) {
+  if constexpr (static_cast<T>(0.5) == 0) {  // integers
+    if (b == 0) return 0;
+    if (b == -1) return ff_neg(a);  // INT_MIN / -1 wraps
+    return static_cast<T>(a / b);
+  } else {
+    return a / b;
+  }
 }
 template <class T> FF_HD inline T ff_min(T a, T b) { return b < a ? b : a; }
 template <class T> FF_HD inline T ff_max(T a, T b) { return a < b ? b : a; }

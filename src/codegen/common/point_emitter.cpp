@@ -541,10 +541,7 @@ std::string PointEmitter::reduce(const Expr& e, const Point& p, std::string& cod
     reducing_.pop_back();
     std::string next;
     switch (e.rop) {
-      case ir::ReduceOp::sum:
-        next = is_floating(t) ? fmt::format("static_cast<{}>({} + {})", ctype(t), acc, x)
-                              : fmt::format("fieldflow::abi::ff_iadd({}, {})", acc, x);
-        break;
+      case ir::ReduceOp::sum: next = arithmetic(ir::BinaryOp::add, t, acc, x); break;
       case ir::ReduceOp::max: next = fmt::format("fieldflow::abi::ff_max({}, {})", acc, x); break;
       // ff_min(acc, x) keeps acc unless x < acc, as the reference folds (ties and NaNs too).
       case ir::ReduceOp::min: next = fmt::format("fieldflow::abi::ff_min({}, {})", acc, x); break;
@@ -594,18 +591,20 @@ std::string PointEmitter::unary(const Expr& e, const std::string& a) const {
   return fmt::format("{}{}(fieldflow::abi::ff_libm_arg({}))", dialect_.math, name, a);
 }
 
+// + - * of two values of dtype t (also a reduction's sum): integers wrap (fieldflow/abi.h).
+std::string PointEmitter::arithmetic(ir::BinaryOp op, DType t, const std::string& a, const std::string& b) {
+  if (is_floating(t)) return fmt::format("static_cast<{}>({} {} {})", ctype(t), a, ir::to_string(op), b);
+  const char* name = op == ir::BinaryOp::add ? "ff_iadd" : op == ir::BinaryOp::sub ? "ff_isub" : "ff_imul";
+  return fmt::format("fieldflow::abi::{}({}, {})", name, a, b);
+}
+
 std::string PointEmitter::binary(const Expr& e, const std::string& a, const std::string& b) const {
   const DType t = e.args[0]->type.dtype;
   const std::string ct = ctype(t);
   switch (e.bop) {
     case ir::BinaryOp::add:
     case ir::BinaryOp::sub:
-    case ir::BinaryOp::mul: {
-      if (is_floating(t)) return fmt::format("static_cast<{}>({} {} {})", ct, a, ir::to_string(e.bop), b);
-      // Integer arithmetic wraps (fieldflow/abi.h).
-      const char* name = e.bop == ir::BinaryOp::add ? "ff_iadd" : e.bop == ir::BinaryOp::sub ? "ff_isub" : "ff_imul";
-      return fmt::format("fieldflow::abi::{}({}, {})", name, a, b);
-    }
+    case ir::BinaryOp::mul: return arithmetic(e.bop, t, a, b);
     case ir::BinaryOp::div:
       return is_floating(t) ? fmt::format("({} / {})", a, b) : fmt::format("fieldflow::abi::ff_div({}, {})", a, b);
     case ir::BinaryOp::logical_and: return fmt::format("({} && {})", a, b);

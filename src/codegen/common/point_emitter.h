@@ -113,6 +113,7 @@ class PointEmitter {
   std::string reduce(const ir::Expr& e, const Point& p, std::string& code, int ind);
   std::string unary(const ir::Expr& e, const std::string& a) const;
   std::string binary(const ir::Expr& e, const std::string& a, const std::string& b) const;
+  static std::string arithmetic(ir::BinaryOp op, DType t, const std::string& a, const std::string& b);
   Point loop_point() const;
   // Loop order, slowest first: the unit-stride dimension of the layout last.
   std::vector<Dimension> loop_order() const;
