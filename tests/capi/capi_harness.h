@@ -116,8 +116,9 @@ struct CallerArguments {
   // Sets every argument; tables in C or Fortran order.
   int set_all(ff_program* p, Order table_order) {
     for (auto& [name, b] : fields) {
-      const int s = ff_program_set_field(p, name.c_str(), testing_support::ff_dtype_code(b.dtype), b.data, static_cast<int>(b.shape.size()),
-                                         b.shape.data(), b.strides.data(), b.origin.data());
+      const int s = ff_program_set_field(p, name.c_str(), testing_support::ff_dtype_code(b.dtype), b.data,
+                                         static_cast<int>(b.shape.size()), b.shape.data(), b.strides.data(),
+                                         b.origin.data());
       if (s != FF_OK) return s;
     }
     for (const auto& [name, v] : instance.scalars) {

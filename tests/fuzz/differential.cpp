@@ -330,8 +330,9 @@ class CaseRunner {
       const ir::Param& p = c_.program.params[i];
       if (p.kind == ir::ParamKind::field) {
         Field& f = v.work.at(p.name);
-        status = ff_program_set_field_at(h, i, testing_support::ff_dtype_code(f.dtype()), f.data(), static_cast<int>(f.shape().size()),
-                                         f.shape().data(), f.strides().data(), f.origin().data());
+        status = ff_program_set_field_at(h, i, testing_support::ff_dtype_code(f.dtype()), f.data(),
+                                         static_cast<int>(f.shape().size()), f.shape().data(), f.strides().data(),
+                                         f.origin().data());
       } else if (p.kind == ir::ParamKind::scalar) {
         const Scalar& s = v.data.scalars.at(p.name);
         if (s.dtype() == DType::boolean) status = ff_program_set_bool_at(h, i, s.as_int() != 0);
