@@ -200,6 +200,7 @@ CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& o
   ro.cubin = std::move(cubin);
   ro.launches = built.source.launches;
   ro.buffers = program.params.size() + built.schedule.transients.size();
+  ro.kernels = built.schedule.kernels.size();
   ro.stream = options.cuda_stream;
   image.device = runtime::cuda::make_cuda_runner(std::move(ro));
   image.schedule = std::move(built.schedule);

@@ -281,6 +281,21 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
   // A transient written by a statement kernel (a double buffer) whose readers read nothing is
   // still the "nothing yet" box of the walk: [max, min) would overflow every size computed from it.
   for (Box& b : out.transient_boxes) make_empty_axes_zero(b);
+  // A consumer fused into a scan's level loop runs only at the scan's columns and levels: the
+  // pass fuses only consumers that read the scan's results at every point of their box, so the
+  // scan's box covers theirs.
+  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
+    const int into = s.kernels[k].fused_into;
+    const Box& inner = out.kernel_domains[k];
+    if (into < 0 || inner.count() == 0) continue;
+    const Box& outer = out.kernel_domains[into];
+    for (std::size_t a = 0; a < inner.dims.size(); ++a) {
+      const int b = outer.axis(inner.dims[a]);
+      FIELDFLOW_ASSERT(b >= 0 && outer.lo[b] <= inner.lo[a] && inner.hi[a] <= outer.hi[b],
+                       fmt::format("kernel {} over {} is fused into kernel {} over {}, which does not cover it", k,
+                                   inner.to_string(), into, outer.to_string()));
+    }
+  }
   return out;
 }
 
@@ -328,7 +343,9 @@ std::vector<std::size_t> transient_bytes(const Schedule& s, const ConcreteExtent
     const Box& box = e.transient_boxes[t];
     std::uint64_t n = tr.column_local ? static_cast<std::uint64_t>(threads) : 1;
     bool overflow = false;
-    if (tr.column_local) {
+    if (tr.in_registers) {
+      n = 0;  // passed from the scan to its fused consumer in registers
+    } else if (tr.column_local) {
       const std::int64_t stride = column_thread_stride(tr, box, block_columns(s, e, t));
       overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(stride), &n);
     } else {

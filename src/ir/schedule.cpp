@@ -49,7 +49,8 @@ std::string Schedule::print() const {
                      fieldflow::to_string(t.dtype), dims, fieldflow::to_string(t.storage), t.producer, t.first_kernel,
                      t.last_kernel,
                      (t.swept ? fmt::format(" swept along {}", t.swept->name) : std::string()) +
-                         (t.column_local ? fmt::format(" column-local x{}", t.column_block) : ""));
+                         (t.column_local ? fmt::format(" column-local x{}", t.column_block) : "") +
+                         (t.in_registers ? " in registers" : ""));
   }
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     const Kernel& kern = kernels[k];
@@ -60,7 +61,8 @@ std::string Schedule::print() const {
                      kern.extent_from_outputs ? std::string("extent of its outputs") : to_string(kern.domain),
                      kern.column_group >= 0
                          ? fmt::format(" in column group {} of {}-column blocks", kern.column_group, kern.column_block)
-                         : "");
+                     : kern.fused_into >= 0 ? fmt::format(" in the level loop of kernel {}", kern.fused_into)
+                                            : "");
     for (const Access& a : kern.accesses) s += "  reads " + print_access(a, kern) + "\n";
     std::string body = ir::print(*kern.value);
     std::string indented;

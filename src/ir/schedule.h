@@ -88,6 +88,9 @@ struct Kernel {
   std::vector<FixedShift> fixed_shifts;
   int column_group = -1;  // kernels of one group run column by column (see fuse_columns)
   int column_block = 1;   // columns a thread of the group takes at once (its scans interleave them)
+  // CUDA: a pointwise kernel that runs inside the level loop of scan kernel `fused_into` (the
+  // kernel before it), at each level right after the carry update (fuse_scan_consumers).
+  int fused_into = -1;
 };
 
 struct Transient {
@@ -100,6 +103,7 @@ struct Transient {
   std::optional<Dimension> swept;           // scan results: the sweep covers exactly the statement's range
   bool column_local = false;  // lives in its column group only: a block of columns per thread, not a whole field
   int column_block = 1;       // column-local: the columns of that block (its group's column_block)
+  bool in_registers = false;  // a scan result read only by its fused consumer: never stored, no bytes
 };
 
 struct Schedule {

@@ -6,10 +6,13 @@ namespace fieldflow::passes {
 
 namespace {
 
-// The first and last kernel that run interleaved with kernel k: its column group, or k alone.
+// The first and last kernel that run interleaved with kernel k: its column group, a scan and the
+// consumer fused into its level loop, or k alone.
 std::pair<int, int> execution_span(const ir::Schedule& s, int k) {
   const int g = s.kernels[k].column_group;
   int first = k, last = k;
+  if (s.kernels[k].fused_into >= 0) first = s.kernels[k].fused_into;
+  if (k + 1 < static_cast<int>(s.kernels.size()) && s.kernels[k + 1].fused_into == k) last = k + 1;
   if (g < 0) return {first, last};
   while (first > 0 && s.kernels[first - 1].column_group == g) --first;
   while (last + 1 < static_cast<int>(s.kernels.size()) && s.kernels[last + 1].column_group == g) ++last;

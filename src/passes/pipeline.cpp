@@ -3,6 +3,7 @@
 // and times them).
 #include "passes/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
 
@@ -14,6 +15,7 @@
 #include "passes/fold_static_scalars.h"
 #include "passes/fuse_columns.h"
 #include "passes/fuse_kernels.h"
+#include "passes/fuse_scan_consumers.h"
 #include "passes/infer_accesses.h"
 #include "passes/select_transients.h"
 #include "passes/stage_scan_inputs.h"
@@ -45,6 +47,9 @@ const std::vector<Step>& steps() {
       // CPU only: a column group runs whole columns per thread with column-local transients; a
       // GPU thread grid has no such columns (codegen/cuda launches one kernel per schedule kernel).
       {"fuse_columns", [](ir::Schedule& s, const PipelineOptions& o) { if (o.target == Device::cpu) fuse_columns(s); }},
+      // Its GPU counterpart: a scan's thread also computes the pointwise kernel after it, level
+      // by level, and results only that kernel reads stay in registers.
+      {"fuse_scan_consumers", [](ir::Schedule& s, const PipelineOptions& o) { if (o.target == Device::cuda) fuse_scan_consumers(s); }},
       // Needs the column groups and their blocks: it splits scans of blocked groups.
       {"stage_scan_inputs", [](ir::Schedule& s, const PipelineOptions&) { stage_scan_inputs(s); }},
       // Last structural change is done: live ranges are final.
@@ -108,6 +113,19 @@ void verify_schedule(const ir::Schedule& s, bool lowered) {
     }
     FIELDFLOW_ASSERT(!kern.extent_from_outputs || (!kern.outputs.empty() && s.transient_index(kern.outputs[0]) >= 0),
                      fmt::format("kernel {} has neither a domain nor a transient output", k));
+    FIELDFLOW_ASSERT(kern.fused_into < 0 || (kern.fused_into + 1 == static_cast<int>(k) &&
+                                             s.kernels[k - 1].kind == ir::KernelKind::scan && kern.column_group < 0),
+                     fmt::format("kernel {} is fused into kernel {}, not a scan right before it", k, kern.fused_into));
+  }
+  // A result kept in registers is read by nothing but the consumer fused into its scan.
+  for (const ir::Transient& t : s.transients) {
+    if (!t.in_registers) continue;
+    for (std::size_t k = 0; k < s.kernels.size(); ++k)
+      for (const ir::Access& a : s.kernels[k].accesses)
+        FIELDFLOW_ASSERT(a.buffer != t.name || (s.kernels[k].fused_into >= 0 && s.kernels[k].fused_into + 1 == static_cast<int>(k) &&
+                                                std::find(s.kernels[k - 1].outputs.begin(), s.kernels[k - 1].outputs.end(),
+                                                          t.name) != s.kernels[k - 1].outputs.end()),
+                         fmt::format("kernel {} reads {}, which lives in registers of another kernel", k, t.name));
   }
 }
 

@@ -40,6 +40,8 @@ TEST(Pipeline, DescriptionListsPassesInOrderAndObserverSeesEach) {
   EXPECT_LT(d.find("select_transients"), d.find("infer_accesses"));
   EXPECT_LT(d.find("break_write_hazards"), d.find("analyze_lifetimes"));
   EXPECT_LT(d.find("fuse_columns"), d.find("stage_scan_inputs"));
+  EXPECT_LT(d.find("break_write_hazards"), d.find("fuse_scan_consumers"));
+  EXPECT_LT(d.find("fuse_scan_consumers"), d.find("analyze_lifetimes"));
   EXPECT_LT(d.find("stage_scan_inputs"), d.find("analyze_lifetimes"));
   ProgramBuilder pb("obs");
   auto a = pb.field("a", {I}, DType::float64);
@@ -50,7 +52,7 @@ TEST(Pipeline, DescriptionListsPassesInOrderAndObserverSeesEach) {
   o.verify_each = true;
   o.after_pass = [&](const std::string& name, const ir::Schedule&, bool, double) { seen.push_back(name); };
   passes::lower(pb.build(), o);
-  ASSERT_EQ(seen.size(), 10u);
+  ASSERT_EQ(seen.size(), 11u);
   EXPECT_EQ(seen.front(), "fold_static_scalars");
   EXPECT_EQ(seen.back(), "assign_storage");
 }

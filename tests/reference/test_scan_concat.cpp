@@ -542,5 +542,65 @@ TEST(Scan, TridiagonalSolveInOneCall) {
   t.check(fx);
 }
 
+// On CUDA a pointwise kernel that reads a sweep's result only at its own point runs in the sweep's
+// level loop (fuse_scan_consumers). Here t = x * u is such a consumer, but x is also read two
+// columns away, so the sweep covers one column more than t: t's code in the loop must skip it.
+// 70 columns take two thread blocks of the scan (64 threads), 5 rows more than the emulated grid's
+// 3 blocks along y.
+TEST(Scan, AConsumerInTheSweepRunsOnlyOverItsOwnColumns) {
+  constexpr int N = 70, NJ = 5, NL = 6;
+  ProgramBuilder pb("sweep_consumer");
+  Expr a = pb.field("a", {I, J, K}, DType::float64), b = pb.field("b", {I, J, K}, DType::float64),
+       u = pb.field("u", {I, J, K}, DType::float64), out = pb.field("out", {I, J, K}, DType::float64);
+  Expr x = scan("bwd", ScanDirection::backward, {Scalar(0.5)},
+                [](const Expr& c, const std::vector<Expr>& in) { return in[1] - in[0] * c; }, {a, b});
+  Expr t = materialize("t", x * u);
+  pb.call("solve", x(I + 2) + t(I + 1) - t(I - 1), {out}, {{I, 1, N - 2}, {J, 0, NJ}, {K, 0, NL}});
+  Field fa({I, J, K}, DType::float64, {N, NJ, NL}), fb({I, J, K}, DType::float64, {N, NJ, NL}),
+      fu({I, J, K}, DType::float64, {N, NJ, NL}), fo({I, J, K}, DType::float64, {N, NJ, NL});
+  fill_pattern(fa, 1);
+  fill_pattern(fb, 2);
+  fill_pattern(fu, 3);
+  fo.fill(kSentinel);
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb).field("u", fu).field("out", fo));
+  std::vector<double> xs(static_cast<std::size_t>(N * NJ * NL));
+  auto xat = [&](int i, int j, int k) -> double& { return xs[static_cast<std::size_t>((i * NJ + j) * NL + k)]; };
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < NJ; ++j) {
+      double c = 0.5;
+      for (int k = NL - 1; k >= 0; --k) xat(i, j, k) = c = v(fb, {i, j, k}) - v(fa, {i, j, k}) * c;
+    }
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < NJ; ++j)
+      for (int k = 0; k < NL; ++k) {
+        const double want = i < 1 || i >= N - 2 ? kSentinel
+                                                : xat(i + 2, j, k) + xat(i + 1, j, k) * v(fu, {i + 1, j, k}) -
+                                                      xat(i - 1, j, k) * v(fu, {i - 1, j, k});
+        EXPECT_EQ(v(fo, {i, j, k}), want) << i << "," << j << "," << k;
+      }
+}
+
+// An update that overwrites what the sweep reads one level up must wait for the whole sweep: in
+// the sweep's level loop it would overwrite a(K+1) before the next level reads it.
+TEST(Scan, AnUpdateOfTheSweptInputWaitsForTheWholeSweep) {
+  ProgramBuilder pb("sweep_overwrite");
+  Expr a = pb.field("a", {I, J, K}, DType::float64), b = pb.field("b", {I, J, K}, DType::float64);
+  Expr x = scan("bwd", ScanDirection::backward, {Scalar(0.0)},
+                [](const Expr& c, const std::vector<Expr>& in) { return in[1] - in[0] * c; }, {a(K + 1), b});
+  pb.call("solve", x * 2.0, {a}, {{I, 0, NX}, {J, 0, NY}, {K, 0, NK - 1}});
+  Field fa = ijk(DType::float64, 4), fb = ijk(DType::float64, 5);
+  const Field before = fa.clone();
+  run_program(pb.build(), Arguments().field("a", fa).field("b", fb));
+  for (int i = 0; i < NX; ++i)
+    for (int j = 0; j < NY; ++j) {
+      double c = 0.0;
+      EXPECT_EQ(v(fa, {i, j, NK - 1}), v(before, {i, j, NK - 1}));
+      for (int k = NK - 2; k >= 0; --k) {
+        c = v(fb, {i, j, k}) - v(before, {i, j, k + 1}) * c;
+        EXPECT_EQ(v(fa, {i, j, k}), c * 2.0) << i << "," << j << "," << k;
+      }
+    }
+}
+
 }  // namespace
 }  // namespace fieldflow

@@ -168,6 +168,7 @@ inline EmulatedProgram compile_with_emulated_runtime(Emulator& e, const ir::Prog
   ro.cubin = "emulated";
   ro.launches = built.source.launches;
   ro.buffers = program.params.size() + built.schedule.transients.size();
+  ro.kernels = built.schedule.kernels.size();
   ro.stream = o.cuda_stream;
   ro.api = &emulated_api;
   image.device = runtime::cuda::make_cuda_runner(std::move(ro));

@@ -73,7 +73,8 @@ const Index* find(const Point& p, const Dimension& d) {
 PointEmitter::PointEmitter(const ir::Schedule& s, int kidx, Decls& decls, const Dialect& dialect)
     : s_(s), k_(s.kernels[kidx]), kidx_(kidx), d_(decls), dialect_(dialect), loop_dims_(ir::kernel_loop_dims(s, k_)) {
   // Outputs first: an in/out field is read before it is written and needs a writable pointer.
-  for (const auto& o : k_.outputs) use_buffer(o, true);
+  for (const auto& o : k_.outputs)
+    if (!in_registers(o)) use_buffer(o, true);
 }
 
 std::string PointEmitter::points() const { return fmt::format("points_k{}", kidx_); }
@@ -131,6 +132,11 @@ std::string PointEmitter::scan_level(const Point& p, int ind) {
 bool PointEmitter::column_local(const std::string& name) const {
   const int t = s_.transient_index(name);
   return t >= 0 && s_.transients[t].column_local;
+}
+
+bool PointEmitter::in_registers(const std::string& name) const {
+  const int t = s_.transient_index(name);
+  return t >= 0 && s_.transients[t].in_registers;
 }
 
 bool PointEmitter::read_across_rows(const std::string& name, const Dimension& unit) const {
@@ -351,6 +357,15 @@ std::string PointEmitter::gen_uncached(const Expr& e, const Point& p, int comp, 
   const DType t = e.type.is_tuple() ? e.type.elements.at(comp).dtype : e.type.dtype;
   switch (e.kind) {
     case ExprKind::field_ref:
+      if (auto r = registers_.find(e.name); r != registers_.end()) {
+        bool loop_point = true;
+        for (const Dimension& d : buffer_type(e.name).second) {
+          const Index* i = find(p, d);
+          loop_point = loop_point && i && i->offset == 0 && !i->dynamic && i->base == var(d);
+        }
+        FIELDFLOW_ASSERT(loop_point, "register value " + e.name + " read away from the loop point");
+        return r->second;
+      }
       return define(t, fmt::format("{}[{}]", use_buffer(e.name, false), element(e.name, p, code, ind)), code, ind);
     case ExprKind::scalar_ref: return use_scalar(e.name);
     case ExprKind::literal: return literal(e.literal, dialect_);
@@ -638,6 +653,7 @@ std::vector<Dimension> PointEmitter::loop_order() const {
 
 std::string PointEmitter::store_all(const std::vector<std::string>& values, const Point& p, std::string& code, int ind) {
   for (std::size_t c = 0; c < k_.outputs.size(); ++c) {
+    if (in_registers(k_.outputs[c])) continue;  // its fused consumer reads the value itself
     const std::string b = use_buffer(k_.outputs[c], true);
     code += fmt::format("{}{}[{}] = {};\n", pad(ind), b, element(k_.outputs[c], p, code, ind), values[c]);
   }

@@ -74,6 +74,7 @@ class PointEmitter {
   // and the stores.
   std::string scan_level(const Point& p, int ind);
   bool column_local(const std::string& name) const;
+  bool in_registers(const std::string& name) const;
   // Whether this kernel reads `name` at an offset along a dimension other than `unit`, its
   // unit-stride one.
   bool read_across_rows(const std::string& name, const Dimension& unit) const;
@@ -133,6 +134,9 @@ class PointEmitter {
   int counter_ = 0;
   bool uses_error_ = false;
   std::string carry_index_;  // subscript of the carries (a block's column), or empty
+  // Buffers whose value at this kernel's loop point is a local: the carries of the scan this
+  // kernel is fused into (fuse_scan_consumers). Read nowhere else.
+  std::map<std::string, std::string> registers_;
 };
 
 }  // namespace fieldflow::codegen

@@ -528,6 +528,8 @@ std::string generate_cpu_source(const ir::Schedule& s, const CpuCodegenOptions& 
       s.program.name, to_string(s.layout));
   std::string calls;
   for (std::size_t k = 0; k < s.kernels.size();) {
+    // Scan consumers are fused on the GPU only (fuse_scan_consumers): the CPU keeps them in cache.
+    FIELDFLOW_ASSERT(s.kernels[k].fused_into < 0, "a kernel fused into a scan in a schedule lowered for the CPU");
     if (s.kernels[k].column_group < 0) {
       Decls d;
       src += KernelEmitter(s, static_cast<int>(k), d).emit();

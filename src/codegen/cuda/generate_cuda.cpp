@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <optional>
 #include <fmt/format.h>
 
 #include "codegen/common/point_emitter.h"
@@ -46,9 +48,18 @@ class CudaKernelEmitter : public PointEmitter {
     const Point p = loop_point();
     const int ind = 3;
     std::string inner;
+    // The pointwise kernel fused into this scan's level loop (fuse_scan_consumers), if any.
+    std::optional<CudaKernelEmitter> consumer;
+    if (kidx_ + 1 < static_cast<int>(s_.kernels.size()) && s_.kernels[kidx_ + 1].fused_into == kidx_)
+      consumer.emplace(s_, kidx_ + 1, d_, prefix_);
     if (scan) {
       const Expr& e = *k_.value;
-      const std::string body = scan_level(p, ind + 1);
+      std::string body = scan_level(p, ind + 1);
+      if (consumer) {
+        std::map<std::string, std::string> carries;
+        for (std::size_t c = 0; c < k_.outputs.size(); ++c) carries[k_.outputs[c]] = carry(static_cast<int>(c));
+        body += consumer->fused_level(carries, ind + 1);
+      }
       for (std::size_t c = 0; c < e.init.size(); ++c)
         inner += fmt::format("{}{} c{} = {};\n", pad(ind), ctype(e.init[c].dtype()), c, literal(e.init[c], dialect_));
       inner += fmt::format("{}for (std::int64_t st = 0; st < {} - {}; ++st) {{\n{}{}", pad(ind), hi(e.dim), lo(e.dim),
@@ -60,12 +71,17 @@ class CudaKernelEmitter : public PointEmitter {
       store_all(values, p, inner, ind);
     }
 
-    std::string code = fmt::format("// kernel {}: '{}' ({})\nextern \"C\" __global__ void __launch_bounds__({}) {}(const ff_call* {} call) {{\n",
-                                   kidx_, k_.name, scan ? "scan" : "pointwise", launch.block_x, launch.symbol,
-                                   dialect_.restrict_qualifier);
+    std::string code = fmt::format("// kernel {}: '{}' ({}{})\nextern \"C\" __global__ void __launch_bounds__({}) {}(const ff_call* {} call) {{\n",
+                                   kidx_, k_.name, scan ? "scan" : "pointwise",
+                                   consumer ? fmt::format(", with kernel {} '{}' in its level loop", kidx_ + 1,
+                                                          s_.kernels[kidx_ + 1].name)
+                                            : "",
+                                   launch.block_x, launch.symbol, dialect_.restrict_qualifier);
     code += bounds();
+    if (consumer) code += consumer->bounds();
+    const bool raises_errors = uses_error_ || (consumer && consumer->uses_error());
     code += d_.text;
-    code += uses_error_ ? "  std::int32_t err = 0;\n" : "";
+    code += raises_errors ? "  std::int32_t err = 0;\n" : "";
     int open_loops = 0;  // the y and z loops around the point
     if (grid.empty()) {
       code += "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n";
@@ -105,9 +121,26 @@ class CudaKernelEmitter : public PointEmitter {
     }
     // The point's code in its own block, inside the z and y loops and the test of x.
     code += "    {\n" + inner + "    }\n" + std::string(open_loops, '}') + (open_loops ? "\n" : "") + "  }\n";
-    code += uses_error_ ? "  if (err) atomicOr(reinterpret_cast<unsigned int*>(call->error), static_cast<unsigned int>(err));\n" : "";
-    launch.raises_errors = uses_error_;
+    code += raises_errors ? "  if (err) atomicOr(reinterpret_cast<unsigned int*>(call->error), static_cast<unsigned int>(err));\n" : "";
+    launch.raises_errors = raises_errors;
     return {code + "}\n\n", launch};
+  }
+
+  // This kernel's code at one level of the scan it is fused into, where the scan's thread is:
+  // at the points of its own box, which the scan's covers (compute_extents checks). The scan's
+  // results at the point are its carries.
+  std::string fused_level(const std::map<std::string, std::string>& carries, int ind) {
+    registers_ = carries;
+    memo_.assign(1, {});
+    const Point p = loop_point();
+    std::string inner, in_box;
+    for (const auto& d : loop_dims_)
+      in_box += fmt::format("{}{} <= {} && {} < {}", in_box.empty() ? "" : " && ", lo(d), var(d), var(d), hi(d));
+    std::vector<std::string> values;
+    const int nout = static_cast<int>(k_.outputs.size());
+    for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, ind + 1));
+    store_all(values, p, inner, ind + 1);
+    return fmt::format("{}if ({}) {{  // kernel {} '{}'\n{}{}}}\n", pad(ind), in_box, kidx_, k_.name, inner, pad(ind));
   }
 
  private:
@@ -158,6 +191,7 @@ CudaSource generate_cuda_source(const ir::Schedule& s, const CudaCodegenOptions&
   for (std::size_t k = 0; k < s.kernels.size(); ++k) {
     // Column groups (fuse_columns) are a CPU schedule: the pipeline does not form them for CUDA.
     FIELDFLOW_ASSERT(s.kernels[k].column_group < 0, "a column group in a schedule lowered for CUDA");
+    if (s.kernels[k].fused_into >= 0) continue;  // generated inside its scan's kernel
     Decls d;
     auto [code, launch] = CudaKernelEmitter(s, static_cast<int>(k), d, prefix).emit();
     out.body += code;

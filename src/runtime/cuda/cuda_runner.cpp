@@ -141,7 +141,7 @@ class CudaRunner final : public DeviceRunner {
       }
       staged_tables[i].data = static_cast<const std::int32_t*>(table_copies_[i].pointer);
     }
-    const std::size_t n_scalars = fields.size(), n_domains = o_.launches.size() * 2 * FF_MAX_DIMS;
+    const std::size_t n_scalars = fields.size(), n_domains = o_.kernels * 2 * FF_MAX_DIMS;
     // One descriptor block: ff_call | buffers | tables | scalars | domains | error flag.
     const std::size_t at_buffers = align_up(sizeof(ff_call));
     const std::size_t at_tables = at_buffers + align_up(buffers.size() * sizeof(ff_buffer));

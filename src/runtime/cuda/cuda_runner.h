@@ -39,6 +39,8 @@ struct CudaRunnerOptions {
   std::string cubin;                          // the module's bytes
   std::vector<codegen::CudaLaunch> launches;  // in execution order
   std::size_t buffers = 0;                    // ff_call::buffers entries: parameters, then transients
+  std::size_t kernels = 0;                    // ff_call::domains entries: one per schedule kernel (some
+                                              // run inside another's launch: fuse_scan_consumers)
   void* stream = nullptr;                     // nullptr: the runner creates and owns a non-blocking stream
   const CudaApi* api = nullptr;               // nullptr: cuda_runtime_api()
 };
