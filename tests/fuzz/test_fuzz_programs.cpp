@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <set>
 
 #include "driver/cuda_build.h"
 #include "fuzz/differential.h"
 #include "fuzz/shrink.h"
+#include "passes/pipeline.h"
 
 namespace fieldflow::fuzz {
 namespace {
@@ -119,6 +121,15 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
       }
     }
     if (domains.size() > 1) seen["statements over different domains"]++;
+    // What the GPU schedule makes of it: consumers in a sweep's level loop (fuse_scan_consumers).
+    passes::PipelineOptions cuda;
+    cuda.target = Device::cuda;
+    cuda.layout = c.layouts[0];
+    const ir::Schedule gpu = passes::lower(c.program, cuda);
+    if (std::any_of(gpu.kernels.begin(), gpu.kernels.end(), [](const ir::Kernel& k) { return k.fused_into >= 0; }))
+      seen["consumer in a sweep (cuda)"]++;
+    if (std::any_of(gpu.transients.begin(), gpu.transients.end(), [](const ir::Transient& t) { return t.in_registers; }))
+      seen["scan result in registers (cuda)"]++;
     // A value (scan or materialized) used by more than one statement.
     std::map<const ir::Expr*, std::set<std::size_t>> users;
     for (std::size_t s = 0; s < c.program.stmts.size(); ++s)
@@ -137,8 +148,11 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
         "neighbor_shift", "reduce", "where", "concat_where", "astype", "binary", "unary", "reads int64", "reads bool",
         "writes int32", "writes int64", "writes bool", "writes float32", "statement without K", "reads a surface",
         "if_", "chained neighbour shift", "sparse field", "local_slot", "three outputs", "mesh rows longer than a block", "cartesian rows longer than a block",
-        "outputs of mixed dtypes", "float32 scan", "integer arithmetic near a limit"})
+        "outputs of mixed dtypes", "float32 scan", "integer arithmetic near a limit", "consumer in a sweep (cuda)",
+        "scan result in registers (cuda)"})
     EXPECT_GE(seen[feature], 5) << feature;
+  std::cout << "consumers in a sweep (cuda): " << seen["consumer in a sweep (cuda)"] << " programs, results in registers: "
+            << seen["scan result in registers (cuda)"] << "\n";
   // Every operator of the language, on the CPU and through the CUDA kernels alike.
   for (int op = 0; op <= static_cast<int>(ir::UnaryOp::gamma); ++op) {
     const std::string name = std::string("unary ") + std::string(ir::to_string(static_cast<ir::UnaryOp>(op)));
