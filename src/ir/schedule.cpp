@@ -1,4 +1,5 @@
-// Printing of schedules (kernels, transients, accesses): the observable output of the passes.
+// Schedules: printing (the observable output of the passes) and the small queries passes share.
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "ir/schedule.h"
@@ -39,6 +40,20 @@ std::string print_access(const Access& a, const Kernel& k) {
 }
 
 }  // namespace
+
+bool Kernel::reads(const std::string& buffer) const {
+  return std::any_of(accesses.begin(), accesses.end(), [&](const Access& a) { return a.buffer == buffer; });
+}
+
+bool Kernel::writes(const std::string& buffer) const {
+  return std::find(outputs.begin(), outputs.end(), buffer) != outputs.end();
+}
+
+bool at_point(const Access& a) {
+  return std::all_of(a.dims.begin(), a.dims.end(), [](const DimAccess& d) {
+    return d.kind == DimAccess::Kind::loop && d.min_offset == 0 && d.max_offset == 0;
+  });
+}
 
 std::string Schedule::print() const {
   std::string s = fmt::format("schedule {} (layout {})\n", program.name, to_string(layout));

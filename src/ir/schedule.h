@@ -91,7 +91,12 @@ struct Kernel {
   // CUDA: a pointwise kernel that runs inside the level loop of scan kernel `fused_into` (the
   // kernel before it), at each level right after the carry update (fuse_scan_consumers).
   int fused_into = -1;
+  bool reads(const std::string& buffer) const;   // some access reads it
+  bool writes(const std::string& buffer) const;  // one of the outputs
 };
+
+// A read at the point being computed along every dimension (perhaps only in some branches).
+bool at_point(const Access& a);
 
 struct Transient {
   std::string name;

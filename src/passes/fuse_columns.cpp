@@ -36,10 +36,6 @@ bool same_column(const Access& a) {
   return true;
 }
 
-bool writes(const ir::Kernel& k, const std::string& b) {
-  return std::find(k.outputs.begin(), k.outputs.end(), b) != k.outputs.end();
-}
-
 // Can kernels [first, last] run column by column?
 bool legal(const ir::Schedule& s, std::size_t first, std::size_t last) {
   const auto h = horizontal_dims(s, s.kernels[first]);
@@ -60,7 +56,7 @@ bool legal(const ir::Schedule& s, std::size_t first, std::size_t last) {
     // Whatever the group writes, it reads only in the same column.
     for (const Access& a : kern.accesses)
       for (std::size_t w = first; w <= last; ++w)
-        if (writes(s.kernels[w], a.buffer) && !same_column(a)) return false;
+        if (s.kernels[w].writes(a.buffer) && !same_column(a)) return false;
   }
   // A group of transient producers only has no box to loop over.
   return stmt_kernel != nullptr;
@@ -69,8 +65,7 @@ bool legal(const ir::Schedule& s, std::size_t first, std::size_t last) {
 bool read_outside(const ir::Schedule& s, const std::string& t, std::size_t first, std::size_t last) {
   for (std::size_t k = 0; k < s.kernels.size(); ++k) {
     if (k >= first && k <= last) continue;
-    for (const Access& a : s.kernels[k].accesses)
-      if (a.buffer == t) return true;
+    if (s.kernels[k].reads(t)) return true;
   }
   return false;
 }
@@ -97,7 +92,7 @@ void fuse_columns(ir::Schedule& s) {
       for (std::size_t t = 0; t < s.transients.size(); ++t) {
         const auto& tr = s.transients[t];
         bool produced = false;
-        for (std::size_t k = first; k <= last; ++k) produced |= writes(s.kernels[k], tr.name);
+        for (std::size_t k = first; k <= last; ++k) produced |= s.kernels[k].writes(tr.name);
         if (produced && !read_outside(s, tr.name, first, last)) local.push_back(static_cast<int>(t));
       }
     bool has_scan = false;

@@ -12,7 +12,6 @@ namespace fieldflow::passes {
 namespace {
 
 using ir::Access;
-using ir::DimAccess;
 using ir::Kernel;
 
 bool same_domain(const ir::Domain& a, const ir::Domain& b) {
@@ -24,21 +23,11 @@ bool same_domain(const ir::Domain& a, const ir::Domain& b) {
   return true;
 }
 
-bool at_point_only(const Access& a) {
-  for (const DimAccess& d : a.dims)
-    if (d.kind != DimAccess::Kind::loop || d.min_offset != 0 || d.max_offset != 0) return false;
-  return true;
-}
-
 // Every read of `buffer` in k is at the point being computed (vacuously true if it is not read).
 bool reads_only_at_point(const Kernel& k, const std::string& buffer) {
   for (const Access& a : k.accesses)
-    if (a.buffer == buffer && !at_point_only(a)) return false;
+    if (a.buffer == buffer && !ir::at_point(a)) return false;
   return true;
-}
-
-bool reads(const Kernel& k, const std::string& buffer) {
-  return std::any_of(k.accesses.begin(), k.accesses.end(), [&](const Access& a) { return a.buffer == buffer; });
 }
 
 bool can_fuse(const Kernel& a, const Kernel& b) {
@@ -96,7 +85,7 @@ void fuse_kernels(ir::Schedule& s) {
     for (std::size_t o = 0; o < a.outputs.size(); ++o) {
       // A transient nobody else reads need not be stored at all.
       const bool needed_later = std::any_of(s.kernels.begin() + static_cast<long>(k) + 2, s.kernels.end(),
-                                            [&](const Kernel& later) { return reads(later, a.outputs[o]); });
+                                            [&](const Kernel& later) { return later.reads(a.outputs[o]); });
       if (s.transient_index(a.outputs[o]) >= 0 && !needed_later) continue;
       outputs.push_back(a.outputs[o]);
       values.push_back(a_parts[o]);
@@ -122,7 +111,7 @@ void fuse_kernels(ir::Schedule& s) {
     // Transients no kernel writes any more are gone.
     std::erase_if(s.transients, [&](const ir::Transient& t) {
       return std::none_of(s.kernels.begin(), s.kernels.end(), [&](const Kernel& kk) {
-        return std::find(kk.outputs.begin(), kk.outputs.end(), t.name) != kk.outputs.end();
+        return kk.writes(t.name);
       });
     });
     infer_accesses(s);

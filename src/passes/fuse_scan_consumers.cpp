@@ -7,24 +7,10 @@ namespace fieldflow::passes {
 namespace {
 
 using ir::Access;
-using ir::DimAccess;
 using ir::Kernel;
 
-bool reads(const Kernel& k, const std::string& buffer) {
-  return std::any_of(k.accesses.begin(), k.accesses.end(), [&](const Access& a) { return a.buffer == buffer; });
-}
-
-bool writes(const Kernel& k, const std::string& buffer) {
-  return std::find(k.outputs.begin(), k.outputs.end(), buffer) != k.outputs.end();
-}
-
 // A read at the point being computed, whatever branch the point takes.
-bool at_point_always(const Access& a) {
-  if (!a.constraints.empty()) return false;
-  return std::all_of(a.dims.begin(), a.dims.end(), [](const DimAccess& d) {
-    return d.kind == DimAccess::Kind::loop && d.min_offset == 0 && d.max_offset == 0;
-  });
-}
+bool at_point_always(const Access& a) { return a.constraints.empty() && ir::at_point(a); }
 
 bool can_fuse(const ir::Schedule& s, const Kernel& scan, const Kernel& consumer) {
   if (scan.kind != ir::KernelKind::scan || consumer.kind != ir::KernelKind::pointwise) return false;
@@ -35,14 +21,14 @@ bool can_fuse(const ir::Schedule& s, const Kernel& scan, const Kernel& consumer)
   bool reads_results = false;
   for (const auto& o : scan.outputs) {
     if (s.transient_index(o) < 0) return false;
-    reads_results |= reads(consumer, o);
+    reads_results |= consumer.reads(o);
   }
   if (!reads_results) return false;
   for (const Access& a : consumer.accesses)
-    if (writes(scan, a.buffer) && !at_point_always(a)) return false;
+    if (scan.writes(a.buffer) && !at_point_always(a)) return false;
   // The scan reads its inputs at other levels after the consumer has run at this one.
   for (const auto& o : consumer.outputs)
-    if (reads(scan, o) || writes(scan, o)) return false;
+    if (scan.reads(o) || scan.writes(o)) return false;
   return true;
 }
 
@@ -56,7 +42,7 @@ void fuse_scan_consumers(ir::Schedule& s) {
     for (const auto& o : scan.outputs) {
       bool read_elsewhere = false;
       for (std::size_t r = 0; r < s.kernels.size(); ++r)
-        read_elsewhere |= r != k + 1 && reads(s.kernels[r], o);
+        read_elsewhere |= r != k + 1 && s.kernels[r].reads(o);
       s.transients[s.transient_index(o)].in_registers = !read_elsewhere;
     }
     ++k;  // the consumer is taken; it is no scan for the next kernel anyway

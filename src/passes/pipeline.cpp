@@ -123,8 +123,7 @@ void verify_schedule(const ir::Schedule& s, bool lowered) {
     for (std::size_t k = 0; k < s.kernels.size(); ++k)
       for (const ir::Access& a : s.kernels[k].accesses)
         FIELDFLOW_ASSERT(a.buffer != t.name || (s.kernels[k].fused_into >= 0 && s.kernels[k].fused_into + 1 == static_cast<int>(k) &&
-                                                std::find(s.kernels[k - 1].outputs.begin(), s.kernels[k - 1].outputs.end(),
-                                                          t.name) != s.kernels[k - 1].outputs.end()),
+                                                s.kernels[k - 1].writes(t.name)),
                          fmt::format("kernel {} reads {}, which lives in registers of another kernel", k, t.name));
   }
 }

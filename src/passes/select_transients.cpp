@@ -154,7 +154,7 @@ void select_transients(ir::Schedule& s) {
     // Transients produced by kernels from index k on move one place later.
     for (auto& tr : s.transients)
       if (tr.producer >= static_cast<int>(k) && tr.name != producer.outputs[0] &&
-          std::find(producer.outputs.begin(), producer.outputs.end(), tr.name) == producer.outputs.end())
+          !producer.writes(tr.name))
         ++tr.producer;
     s.kernels.insert(s.kernels.begin() + static_cast<long>(k), std::move(producer));
     // Re-examine the new producer first (it is at index k now).
