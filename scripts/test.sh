@@ -28,13 +28,16 @@ FIELDFLOW_CACHE_DIR="$PWD/build/tsan/test-cache" build/tsan/tests/runtime/test_r
 # against an emulated CUDA runtime (its staging of descriptors and copies), and the GPU benchmark's
 # hand-written CUDA kernels under their emulated grid (a read past a field's halo), and the whole language
 # suite through the CPU backend against the reference (both sides under UBSan: integer overflow in
-# a program's arithmetic must wrap, never be undefined; about 4 minutes to build, 1 to run). The whole suite under ASan
+# a program's arithmetic must wrap, never be undefined; about 4 minutes to build, 1 to run), and through
+# the CUDA generator's kernels under an emulated launch grid (each thread's index arithmetic, a
+# consumer fused into a scan's level loop writing only inside its box, exact fenced workspaces:
+# about 3 minutes to build, 1.5 to run). The whole suite under ASan
 # (`ctest --preset asan`) builds for about an hour on 2 cores, past CI's budget: run it by hand.
 stage "AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer"
 cmake --preset asan >/dev/null
 asan_tests=(runtime/test_runtime_compiled codegen/test_column_groups codegen/test_codegen runtime/test_views capi/test_capi
             toolchain/test_toolchain runtime/test_runtime_faults passes/test_passes bench/test_cuda_baselines
-            reference/test_reference_cpu)
+            reference/test_reference_cpu reference/test_reference_cuda)
 if grep -q "^FIELDFLOW_WITH_CUDA:BOOL=ON" build/asan/CMakeCache.txt; then asan_tests+=(cuda/test_cuda_runner_emulated); fi
 cmake --build --preset asan --target "${asan_tests[@]##*/}"
 export ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}" UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
