@@ -41,6 +41,21 @@ double cost(const Expr& e, std::map<const Expr*, double>& memo) {
   return c;
 }
 
+// Whether `target` is among the nodes under `from` that are not under `around` (scan bodies,
+// which read only carries and inputs, excluded).
+bool reached_around(const Expr& from, const Expr& target, const Expr& around) {
+  std::set<const Expr*> seen;
+  std::vector<const Expr*> stack{&from};
+  while (!stack.empty()) {
+    const Expr* e = stack.back();
+    stack.pop_back();
+    if (e == &around || !seen.insert(e).second) continue;
+    if (e == &target) return true;
+    for (const auto& a : e->args) stack.push_back(a.get());
+  }
+  return false;
+}
+
 bool is_dynamic(const ir::Position& p) {
   for (const auto& c : p.coords)
     if (c.kind == ir::DimAccess::Kind::dynamic) return true;
@@ -69,8 +84,19 @@ const Expr* pick(const ir::Schedule& s, const ir::Kernel& k) {
                        if (!is_leaf(e)) positions[&e].insert(p.key());
                        return true;
                      });
-  for (const Expr* e : forced)
-    if (e->kind == ExprKind::scan || !read_dynamically.count(e)) return e;
+  // A scan (or label) inside a labelled value that the kernel also reads elsewhere goes first, so
+  // that both readers read one transient. Taking the label first moved the scan into the label's
+  // producer and left a copy in the kernel: two transients, the scan swept twice.
+  auto storable = [&](const Expr* e) { return e->kind == ExprKind::scan || !read_dynamically.count(e); };
+  for (const Expr* e : forced) {
+    if (!storable(e)) continue;
+    const auto inside = ir::post_order(std::shared_ptr<const Expr>(std::shared_ptr<const Expr>{}, e), false);
+    if (std::none_of(inside.begin(), inside.end(), [&](const Expr* x) {
+          return x != e && storable(x) && std::find(forced.begin(), forced.end(), x) != forced.end() &&
+                 reached_around(*root, *x, *e);
+        }))
+      return e;
+  }
   std::map<const Expr*, double> memo;
   const Expr* best = nullptr;
   double best_saving = 0;

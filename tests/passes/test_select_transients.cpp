@@ -59,6 +59,37 @@ TEST(SelectTransients, MaterializeAndScansAreStored) {
   EXPECT_EQ(swept, 2);
 }
 
+// A scan inside a labelled value and also read by the rest of the statement is swept once: both
+// read one transient (the fuzzer's reused scans; taking the label first swept the scan twice).
+TEST(SelectTransients, AScanReadInsideAndOutsideALabelIsSweptOnce) {
+  ProgramBuilder pb("shared_scan");
+  auto in = pb.field("in", {I, K}, DType::float64);
+  auto out = pb.field("out", {I, K}, DType::float64);
+  auto sc = scan("acc", ScanDirection::forward, {Scalar(0.0)},
+                 [](const Expr& c, const std::vector<Expr>& x) { return c * 0.5 + x[0]; }, {in});
+  pb.call("use", materialize("m", sc * 2.0 + 1.0) + sc(I + 1), {out}, {{I, 0, 3}, {K, 0, 4}});
+  auto s = schedule_of(pb.build());
+  passes::build_kernels(s);
+  passes::select_transients(s);
+  ASSERT_EQ(count_kernels(s, ir::KernelKind::scan), 1) << s.print();
+  ASSERT_EQ(s.kernels.size(), 3u);
+  EXPECT_EQ(s.kernels[0].outputs, std::vector<std::string>{"acc"});
+  EXPECT_EQ(s.kernels[1].outputs, std::vector<std::string>{"m"});
+  // A scan only the label reads still moves with the label (vadv's nested sweeps keep their order).
+  ProgramBuilder inner("inner_scan");
+  auto in2 = inner.field("in", {I, K}, DType::float64);
+  auto out2 = inner.field("out", {I, K}, DType::float64);
+  auto sc2 = scan("acc", ScanDirection::forward, {Scalar(0.0)},
+                  [](const Expr& c, const std::vector<Expr>& x) { return c * 0.5 + x[0]; }, {in2});
+  inner.call("use", materialize("m", sc2 * 2.0)(I + 1), {out2}, {{I, 0, 3}, {K, 0, 4}});
+  auto s2 = schedule_of(inner.build());
+  passes::build_kernels(s2);
+  passes::select_transients(s2);
+  ASSERT_EQ(s2.transients.size(), 2u);
+  EXPECT_EQ(s2.transients[0].name, "m") << "the label is taken first";
+  EXPECT_EQ(count_kernels(s2, ir::KernelKind::scan), 1);
+}
+
 // A statement whose value is a scan writes its outputs directly: no transient.
 TEST(SelectTransients, RootScanWritesOutputsDirectly) {
   ProgramBuilder pb("root_scan");
