@@ -362,11 +362,26 @@ class Generator {
     // is converted to float64 where it is used.
     const DType t = coin(0.25) ? DType::float32 : DType::float64;
     auto carry = [&](double v) { return t == DType::float32 ? Scalar(static_cast<float>(v)) : Scalar(v); };
-    auto to64 = [&](const Expr& x) { return t == DType::float32 ? astype(x, DType::float64) : x; };
+    // One Cartesian scan in four is read at the point inside a materialized value and also one
+    // column up: on CUDA the value's kernel runs in the sweep's level loop over one column fewer
+    // than the sweep, whose result is stored for the other read (fuse_scan_consumers).
+    int reused_along = -1;
+    if (!mesh_ && coin(0.25)) {
+      const int d = uni(0, 1);
+      if (ctx.budget.hi[d] >= 1) reused_along = d;
+    }
+    Ctx inputs_ctx = ctx;  // the sweep covers the column up too
+    if (reused_along >= 0) inputs_ctx.budget.hi[reused_along] -= 1;
+    auto to64 = [&](const Expr& x) {
+      const Expr r = t == DType::float32 ? astype(x, DType::float64) : x;
+      const Dimension& dim = reused_along == 0 ? I : J;
+      if (reused_along < 0 || !r.type().has(dim)) return r;
+      return materialize(fmt::format("t{}", labels_++), r * 0.5 + 1.0) + r(dim + 1);
+    };
     std::vector<Expr> inputs;
     const int n_in = uni(1, 2);
     for (int i = 0; i < n_in; ++i) {
-      Expr x = float_expr(t, ctx, depth - 1);
+      Expr x = float_expr(t, inputs_ctx, depth - 1);
       if (!x.type().has(K)) {  // scan inputs need the vertical dim
         auto dims = x.type().dims;
         dims.push_back(K);

@@ -126,10 +126,19 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
     cuda.target = Device::cuda;
     cuda.layout = c.layouts[0];
     const ir::Schedule gpu = passes::lower(c.program, cuda);
-    if (std::any_of(gpu.kernels.begin(), gpu.kernels.end(), [](const ir::Kernel& k) { return k.fused_into >= 0; }))
-      seen["consumer in a sweep (cuda)"]++;
-    if (std::any_of(gpu.transients.begin(), gpu.transients.end(), [](const ir::Transient& t) { return t.in_registers; }))
-      seen["scan result in registers (cuda)"]++;
+    std::set<std::string> fusions;
+    for (const ir::Kernel& k : gpu.kernels) {
+      if (k.fused_into < 0) continue;
+      const ir::Kernel& scan = gpu.kernels[static_cast<std::size_t>(k.fused_into)];
+      fusions.insert("consumer in a sweep (cuda)");
+      if (c.mesh) fusions.insert("consumer in a sweep on a mesh (cuda)");
+      if (scan.outputs.size() > 1) fusions.insert("consumer of a tuple carry in a sweep (cuda)");
+      if (k.extent_from_outputs) fusions.insert("transient producer in a sweep (cuda)");
+      for (const auto& o : scan.outputs)
+        fusions.insert(gpu.transients[gpu.transient_index(o)].in_registers ? "scan result in registers (cuda)"
+                                                                           : "fused scan result also stored (cuda)");
+    }
+    for (const auto& f : fusions) seen[f]++;
     // A value (scan or materialized) used by more than one statement.
     std::map<const ir::Expr*, std::set<std::size_t>> users;
     for (std::size_t s = 0; s < c.program.stmts.size(); ++s)
@@ -149,10 +158,11 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
         "writes int32", "writes int64", "writes bool", "writes float32", "statement without K", "reads a surface",
         "if_", "chained neighbour shift", "sparse field", "local_slot", "three outputs", "mesh rows longer than a block", "cartesian rows longer than a block",
         "outputs of mixed dtypes", "float32 scan", "integer arithmetic near a limit", "consumer in a sweep (cuda)",
-        "scan result in registers (cuda)"})
+        "scan result in registers (cuda)", "consumer in a sweep on a mesh (cuda)", "consumer of a tuple carry in a sweep (cuda)",
+        "transient producer in a sweep (cuda)", "fused scan result also stored (cuda)"})
     EXPECT_GE(seen[feature], 5) << feature;
-  std::cout << "consumers in a sweep (cuda): " << seen["consumer in a sweep (cuda)"] << " programs, results in registers: "
-            << seen["scan result in registers (cuda)"] << "\n";
+  for (const auto& [feature, n] : seen)
+    if (feature.find("(cuda)") != std::string::npos) std::cout << feature << ": " << n << " programs\n";
   // Every operator of the language, on the CPU and through the CUDA kernels alike.
   for (int op = 0; op <= static_cast<int>(ir::UnaryOp::gamma); ++op) {
     const std::string name = std::string("unary ") + std::string(ir::to_string(static_cast<ir::UnaryOp>(op)));
