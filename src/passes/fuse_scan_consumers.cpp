@@ -45,7 +45,7 @@ void fuse_scan_consumers(ir::Schedule& s) {
         read_elsewhere |= r != k + 1 && s.kernels[r].reads(o);
       s.transients[s.transient_index(o)].in_registers = !read_elsewhere;
     }
-    ++k;  // the consumer is taken; it is no scan for the next kernel anyway
+    ++k;  // the consumer, pointwise, starts no fusion of its own
   }
 }
 
