@@ -95,11 +95,12 @@ TEST(FuseScanConsumers, AResultAlsoReadElsewhereIsStored) {
   EXPECT_EQ(e.kernel_domains[1].to_string(), "{I: [-1, 5), J: [0, 3), K: [0, 5)}");
 }
 
-// A consumer that overwrites what the scan reads at other levels waits for the whole sweep.
+// A consumer that overwrites what the scan reads at other levels waits for the whole sweep: in
+// the level loop, level k's update would overwrite b at k before level k - 1 reads it as b(K+1).
 TEST(FuseScanConsumers, AnUpdateOfAFieldTheScanReadsIsNotFused) {
   ProgramBuilder pb("overwrite");
   auto a = pb.field("a", {I, J, K}, DType::float64), b = pb.field("b", {I, J, K}, DType::float64);
-  pb.call("solve", backward(a, b) * 2.0, {b}, {{I, 0, 4}, {J, 0, 3}, {K, 0, 5}});
+  pb.call("solve", backward(a, b(K + 1)) * 2.0, {b}, {{I, 0, 4}, {J, 0, 3}, {K, 0, 4}});
   const ir::Schedule s = lower_for(pb.build(), Device::cuda);
   for (const auto& k : s.kernels) EXPECT_EQ(k.fused_into, -1) << s.print();
 }
