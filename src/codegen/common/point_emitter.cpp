@@ -651,13 +651,19 @@ std::vector<Dimension> PointEmitter::loop_order() const {
   return order;
 }
 
-std::string PointEmitter::store_all(const std::vector<std::string>& values, const Point& p, std::string& code, int ind) {
+void PointEmitter::store_all(const std::vector<std::string>& values, const Point& p, std::string& code, int ind) {
   for (std::size_t c = 0; c < k_.outputs.size(); ++c) {
     if (in_registers(k_.outputs[c])) continue;  // its fused consumer reads the value itself
     const std::string b = use_buffer(k_.outputs[c], true);
     code += fmt::format("{}{}[{}] = {};\n", pad(ind), b, element(k_.outputs[c], p, code, ind), values[c]);
   }
-  return code;
+}
+
+void PointEmitter::store_value(const Point& p, std::string& code, int ind) {
+  std::vector<std::string> values;
+  const int nout = static_cast<int>(k_.outputs.size());
+  for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, code, ind));
+  store_all(values, p, code, ind);
 }
 
 namespace {

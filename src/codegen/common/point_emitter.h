@@ -118,7 +118,10 @@ class PointEmitter {
   Point loop_point() const;
   // Loop order, slowest first: the unit-stride dimension of the layout last.
   std::vector<Dimension> loop_order() const;
-  std::string store_all(const std::vector<std::string>& values, const Point& p, std::string& code, int ind);
+  // Stores values[c] to output c at p (outputs kept in registers are not stored).
+  void store_all(const std::vector<std::string>& values, const Point& p, std::string& code, int ind);
+  // A pointwise kernel's value at p, each component stored to its output.
+  void store_value(const Point& p, std::string& code, int ind);
 
   const ir::Schedule& s_;
   const ir::Kernel& k_;

@@ -90,10 +90,7 @@ class KernelEmitter : public PointEmitter {
     std::string code = fmt::format("{}{{  // kernel {}: '{}'\n", pad(ind), kidx_, k_.name);
     if (k_.kind == ir::KernelKind::pointwise) {
       std::string inner;
-      std::vector<std::string> values;
-      const int nout = static_cast<int>(k_.outputs.size());
-      for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, in + 1));
-      store_all(values, p, inner, in + 1);
+      store_value(p, inner, in + 1);
       const std::string simd = "#pragma omp simd" + red() + "\n";
       if (!block) code += unswitched_loop(simd, range(kdim), inner, in);
       else if (s_.layout == Layout::horizontal_fastest)  // level by level, a vector loop along the block's row
@@ -266,10 +263,7 @@ class KernelEmitter : public PointEmitter {
     memo_.assign(1, {});
     std::string inner;
     const Point p = loop_point();
-    std::vector<std::string> values;
-    const int nout = static_cast<int>(k_.outputs.size());
-    for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, n + 1));
-    store_all(values, p, inner, n + 1);
+    store_value(p, inner, n + 1);
     // In-kernel checks (dynamic offsets, fixed neighbour shifts) OR their failures into `err`.
     const std::string red = uses_error_ ? " reduction(|:err)" : "";
     const std::string report = uses_error_ ? "if (err) __atomic_fetch_or(call->error, err, __ATOMIC_RELAXED);\n" : "";

@@ -65,10 +65,7 @@ class CudaKernelEmitter : public PointEmitter {
       inner += fmt::format("{}for (std::int64_t st = 0; st < {} - {}; ++st) {{\n{}{}", pad(ind), hi(e.dim), lo(e.dim),
                            pad(ind + 1), level(e)) + body + pad(ind) + "}\n";
     } else {
-      std::vector<std::string> values;
-      const int nout = static_cast<int>(k_.outputs.size());
-      for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, ind));
-      store_all(values, p, inner, ind);
+      store_value(p, inner, ind);
     }
 
     std::string code = fmt::format("// kernel {}: '{}' ({}{})\nextern \"C\" __global__ void __launch_bounds__({}) {}(const ff_call* {} call) {{\n",
@@ -136,10 +133,7 @@ class CudaKernelEmitter : public PointEmitter {
     std::string inner, in_box;
     for (const auto& d : loop_dims_)
       in_box += fmt::format("{}{} <= {} && {} < {}", in_box.empty() ? "" : " && ", lo(d), var(d), var(d), hi(d));
-    std::vector<std::string> values;
-    const int nout = static_cast<int>(k_.outputs.size());
-    for (int c = 0; c < nout; ++c) values.push_back(gen(*k_.value, p, nout > 1 ? c : -1, inner, ind + 1));
-    store_all(values, p, inner, ind + 1);
+    store_value(p, inner, ind + 1);
     return fmt::format("{}if ({}) {{  // kernel {} '{}'\n{}{}}}\n", pad(ind), in_box, kidx_, k_.name, inner, pad(ind));
   }
 
