@@ -111,7 +111,6 @@ Dimension column_block_dim(const std::vector<Dimension>& dims, Layout layout) {
   for (std::size_t a = dims.size(); a-- > 0;)
     if (dims[a].kind != DimKind::vertical) return dims[a];
   FIELDFLOW_UNREACHABLE("a column group without a horizontal dimension");
-  return {};
 }
 
 }  // namespace fieldflow::ir

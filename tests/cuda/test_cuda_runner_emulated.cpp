@@ -391,6 +391,34 @@ TEST_F(EmulatedRunner, AnImageTheDeviceCannotRunIsRefusedWhenTheProgramIsCreated
   EXPECT_EQ(emulator_.libraries, 0);
 }
 
+// The runner sizes the call descriptor's boxes by the schedule's kernels, not its launches (a
+// consumer fused into a scan has no launch, but its box is read): options that leave the count
+// out are refused before anything is loaded.
+TEST_F(EmulatedRunner, OptionsWithoutTheKernelCountAreRefused) {
+  const auto& ex = examples::example("vadv");
+  const driver::CudaBuild built = driver::build_cuda_source(ex.program, CompileOptions{});
+  ASSERT_LT(built.source.launches.size(), built.schedule.kernels.size()) << "vadv's update runs in its sweep";
+  runtime::cuda::CudaRunnerOptions ro;
+  ro.program = "vadv";
+  ro.cubin = "emulated";
+  ro.launches = built.source.launches;
+  ro.buffers = ex.program.params.size() + built.schedule.transients.size();
+  ro.api = &testing_support::emulated_api;
+  testing_support::emulator = &emulator_;
+  for (const auto& l : ro.launches) emulator_.symbols.push_back(l.symbol);
+  try {
+    runtime::cuda::make_cuda_runner(ro);
+    ADD_FAILURE() << "a runner without its kernel count was made";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("launch 'ff_kernel_0' runs kernel 0 of the 0 the options count"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(emulator_.libraries, 0);
+  ro.kernels = built.schedule.kernels.size();
+  EXPECT_NE(runtime::cuda::make_cuda_runner(ro), nullptr);
+}
+
 // A program belongs to the device that was current when it was created (its module, stream and
 // memory are there): a call from a thread whose current device is another is refused before
 // anything runs or is allocated (vadv in scoped mode allocates its transients on every call), and

@@ -211,6 +211,11 @@ class CudaRunner final : public DeviceRunner {
   // against what the compiled kernel allows, and takes or creates the stream.
   void set_up() {
     const std::string& p = o_.program;
+    // The descriptor holds every kernel's box, fused ones included (their launch is their scan's).
+    for (const auto& l : o_.launches)
+      FIELDFLOW_ASSERT(l.kernel >= 0 && static_cast<std::size_t>(l.kernel) < o_.kernels,
+                       fmt::format("program '{}': launch '{}' runs kernel {} of the {} the options count", p, l.symbol,
+                                   l.kernel, o_.kernels));
     check(api_.get_device(&device_), "cudaGetDevice", p);
     check(api_.library_load(&library_, o_.cubin), "cudaLibraryLoadData", p);
     for (const auto& l : o_.launches) {
