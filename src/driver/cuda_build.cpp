@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "driver/cpu_build.h"
 #include "fieldflow/abi.h"
 #include "fieldflow/device_errors.h"
@@ -24,12 +26,23 @@ toolchain::ModuleCache cache_at(const std::string& dir) {
   return toolchain::ModuleCache(dir.empty() ? std::filesystem::path{} : std::filesystem::path(dir));
 }
 
-// CUDA keywords defined away, the launch-grid variables as globals the launcher sets, and the
-// device intrinsics generated code uses, as their host equivalents.
-constexpr const char* emulation_prelude = R"(// Host emulation of a fieldflow CUDA module (tests without a device).
+// CUDA keywords defined away, the launch-grid variables as globals the launcher sets, the device
+// intrinsics generated code uses as their host equivalents, and the race check.
+//
+// The race check: the emulation runs a launch's threads one after the other, so a kernel whose
+// threads communicate through global memory (one writes an element another reads or writes, in
+// the same launch) may well give the reference's values here, and race on a GPU. Kernels are
+// generated with every buffer access through ff_checked (codegen's race_check), which records,
+// per element address, the threads of the current launch that wrote and read it; a second
+// thread's access that conflicts with a write is reported when the launch ends, as a
+// std::logic_error naming the kernel, the buffer, the element and both threads. Elements are
+// keyed by address, so transients packed over one another are checked together.
+constexpr const char* emulation_prelude = R"prelude(// Host emulation of a fieldflow CUDA module (tests without a device).
 #include <cmath>
 #include <math.h>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #define __global__
 #define __host__
@@ -43,29 +56,139 @@ template <class T> inline T __ldg(const T* p) { return *p; }
 inline unsigned atomicOr(unsigned* p, unsigned v) { const unsigned old = *p; *p = old | v; return old; }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, sizeof f); return f; }
 inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, sizeof d); return d; }
-}
-)";
 
-std::string emulation_launcher(const codegen::CudaSource& cuda, int max_grid_yz) {
+// Threads are 1 + their index in the launch's grid (blocks x fastest, then threads); 0 is none.
+// The shadow is an open-addressing table keyed by element address, plain C: the emulation is
+// compiled once per program, and <string> or <unordered_map> would double that time.
+std::uint64_t ff_thread = 0;
+struct ff_accesses {
+  const void* p;
+  int buffer;
+  std::int64_t element;
+  std::uint64_t writer, reader, other_reader;  // other_reader: a second reading thread
+};
+ff_accesses* ff_shadow = nullptr;
+std::size_t ff_shadow_bits = 0, ff_shadow_used = 0;
+struct ff_shadow_owner { ~ff_shadow_owner() { std::free(ff_shadow); } } ff_shadow_freed_on_unload;
+char ff_race[640];  // the launch's first conflict, empty if none
+void (*ff_race_handler)(const char*) = nullptr;  // the driver's: throws
+
+ff_accesses* ff_find(ff_accesses* table, std::size_t bits, const void* p) {
+  const std::size_t mask = (std::size_t(1) << bits) - 1;
+  std::size_t i = (reinterpret_cast<std::uintptr_t>(p) * 0x9E3779B97F4A7C15ull) >> (64 - bits);
+  while (table[i].p && table[i].p != p) i = (i + 1) & mask;
+  return &table[i];
+}
+
+ff_accesses& ff_slot(const void* p) {
+  if (2 * (ff_shadow_used + 1) > (std::size_t(1) << ff_shadow_bits)) {
+    const std::size_t bits = ff_shadow_bits ? ff_shadow_bits + 1 : 12;
+    ff_accesses* table = static_cast<ff_accesses*>(std::calloc(std::size_t(1) << bits, sizeof(ff_accesses)));
+    if (!table) std::abort();
+    for (std::size_t i = 0; ff_shadow && i < (std::size_t(1) << ff_shadow_bits); ++i)
+      if (ff_shadow[i].p) *ff_find(table, bits, ff_shadow[i].p) = ff_shadow[i];
+    std::free(ff_shadow);
+    ff_shadow = table;
+    ff_shadow_bits = bits;
+  }
+  ff_accesses* a = ff_find(ff_shadow, ff_shadow_bits, p);
+  if (!a->p) a->p = p, ++ff_shadow_used;
+  return *a;
+}
+
+void ff_new_launch() {
+  if (ff_shadow) std::memset(ff_shadow, 0, (std::size_t(1) << ff_shadow_bits) * sizeof(ff_accesses));
+  ff_shadow_used = 0;
+  ff_race[0] = '\0';
+  ff_thread = 0;
+}
+
+void ff_thread_name(std::uint64_t t, char* out, std::size_t n) {
+  const std::uint64_t i = t - 1, tx = i % blockDim.x, b = i / blockDim.x;
+  std::snprintf(out, n, "(block (%llu, %llu, %llu), thread %llu)", (unsigned long long)(b % gridDim.x),
+                (unsigned long long)(b / gridDim.x % gridDim.y), (unsigned long long)(b / gridDim.x / gridDim.y),
+                (unsigned long long)tx);
+}
+const char* ff_buffer_name(int b);  // after the kernels
+
+void ff_touch(const void* p, int buffer, std::int64_t element, bool write) {
+  ff_accesses& a = ff_slot(p);
+  if (!a.writer && !a.reader) a.buffer = buffer, a.element = element;
+  // Any access conflicts with another thread's write; a write also with another thread's read.
+  std::uint64_t other = a.writer != ff_thread ? a.writer : 0;
+  const char* what = "writes";
+  if (!other && write) {
+    other = a.reader != ff_thread ? a.reader : a.other_reader;
+    what = "reads";
+  }
+  if (other && !ff_race[0]) {
+    char me[96], them[96], also[200] = "";
+    ff_thread_name(ff_thread, me, sizeof me);
+    ff_thread_name(other, them, sizeof them);
+    if (a.buffer != buffer)
+      std::snprintf(also, sizeof also, " (also element %lld of buffer %d '%s')", (long long)a.element, a.buffer,
+                    ff_buffer_name(a.buffer));
+    std::snprintf(ff_race, sizeof ff_race, "thread %s %s element %lld of buffer %d '%s'%s, which thread %s %s in the same launch",
+                  me, write ? "writes" : "reads", (long long)element, buffer, ff_buffer_name(buffer), also, them, what);
+  }
+  if (write) a.writer = ff_thread;
+  else if (!a.reader) a.reader = ff_thread;
+  else if (a.reader != ff_thread && !a.other_reader) a.other_reader = ff_thread;
+}
+
+// A buffer's pointer, every element access recorded.
+template <class T> struct ff_checked {
+  T* data;
+  int buffer;
+  struct element {
+    T* p;
+    int buffer;
+    std::int64_t i;
+    operator T() const { ff_touch(p, buffer, i, false); return *p; }
+    const element& operator=(T v) const { ff_touch(p, buffer, i, true); *p = v; return *this; }
+  };
+  element operator[](std::int64_t i) const { return {data + i, buffer, i}; }
+};
+}
+)prelude";
+
+// The emulation's race handler: the report reaches the caller of the program, or the test.
+[[noreturn]] void throw_race(const char* report) { throw std::logic_error(report); }
+
+std::string emulation_launcher(const codegen::CudaSource& cuda, const std::vector<std::string>& buffer_names,
+                               int max_grid_yz) {
   std::string s = fmt::format(R"(
 namespace {{
 // Every block and thread of a grid in turn.
-void ff_emulate_grid(void (*kernel)(const ff_call*), const ff_call* call, ff_dim3 grid, unsigned block_x) {{
+// Every block and thread of a grid in turn; a race between two of them is thrown at the end.
+void ff_emulate_grid(void (*kernel)(const ff_call*), const char* symbol, const ff_call* call, ff_dim3 grid,
+                     unsigned block_x) {{
   gridDim = grid;
   blockDim = {{block_x, 1, 1}};
+  ff_new_launch();
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx)
         for (unsigned tx = 0; tx < block_x; ++tx) {{
           blockIdx = {{bx, by, bz}};
           threadIdx = {{tx, 0, 0}};
+          ++ff_thread;
           kernel(call);
         }}
+  if (ff_race[0]) {{
+    char report[768];
+    std::snprintf(report, sizeof report, "data race in emulated CUDA kernel %s: %s", symbol, ff_race);
+    if (!ff_race_handler) {{
+      std::fprintf(stderr, "%s\n", report);
+      std::abort();
+    }}
+    ff_race_handler(report);
+  }}
 }}
 
 // One launch: the grid of codegen::cuda_grid, with blocks along y and z capped at {0} so that
 // blocks stride.
-void ff_emulate(void (*kernel)(const ff_call*), const ff_call* call, int k, int block_x, int x_axis, int y_axis,
+void ff_emulate(void (*kernel)(const ff_call*), const char* symbol, const ff_call* call, int k, int block_x, int x_axis, int y_axis,
                 const int* z_axes, int n_z, int loop_dims) {{
   const std::int64_t* dom = call->domains + k * 2 * FF_MAX_DIMS;
   for (int a = 0; a < loop_dims; ++a)
@@ -74,7 +197,7 @@ void ff_emulate(void (*kernel)(const ff_call*), const ff_call* call, int k, int 
   for (int i = 0; i < n_z; ++i) z *= dom[2 * z_axes[i] + 1] - dom[2 * z_axes[i]];
   const std::int64_t x = x_axis < 0 ? 1 : dom[2 * x_axis + 1] - dom[2 * x_axis];
   const std::int64_t y = y_axis < 0 ? 1 : dom[2 * y_axis + 1] - dom[2 * y_axis];
-  ff_emulate_grid(kernel, call,
+  ff_emulate_grid(kernel, symbol, call,
                   {{static_cast<unsigned>((x + block_x - 1) / block_x), static_cast<unsigned>(y < {0} ? y : {0}),
                    static_cast<unsigned>(z < {0} ? z : {0})}},
                   static_cast<unsigned>(block_x));
@@ -82,23 +205,36 @@ void ff_emulate(void (*kernel)(const ff_call*), const ff_call* call, int k, int 
 }}  // namespace
 
 extern "C" std::int32_t ff_abi_version(void) {{ return FF_ABI_VERSION; }}
+// What a race found at the end of a launch calls (it does not return); without one, abort.
+extern "C" void ff_emulate_set_race_handler(void (*handler)(const char*)) {{ ff_race_handler = handler; }}
 )", max_grid_yz);
+  // The buffers' names, for the race check's report.
+  std::string names;
+  for (const auto& b : buffer_names) names += fmt::format("\"{}\", ", b);
+  s += fmt::format(R"(namespace {{
+const char* ff_buffer_name(int b) {{
+  static const char* const names[] = {{{}nullptr}};
+  return names[b];
+}}
+}}  // namespace
+)", names);
   // One launch with a grid given by the caller (the emulated CUDA runtime of the runner's tests).
-  std::string table;
-  for (const auto& l : cuda.launches) table += l.symbol + ", ";
+  std::string table, symbols;
+  for (const auto& l : cuda.launches) table += l.symbol + ", ", symbols += fmt::format("\"{}\", ", l.symbol);
   s += fmt::format(R"(extern "C" void ff_emulate_launch(int launch, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                                   unsigned block_x, const ff_call* call) {{
   static void (*const kernels[])(const ff_call*) = {{{}nullptr}};
-  ff_emulate_grid(kernels[launch], call, {{grid_x, grid_y, grid_z}}, block_x);
+  static const char* const symbols[] = {{{}nullptr}};
+  ff_emulate_grid(kernels[launch], symbols[launch], call, {{grid_x, grid_y, grid_z}}, block_x);
 }}
 
 extern "C" std::int32_t ff_run(const ff_call* call) {{
-)", table);
+)", table, symbols);
   for (const auto& l : cuda.launches) {
     std::string zs;
     for (int a : l.z_axes) zs += fmt::format("{}, ", a);
-    s += fmt::format("  {{\n    static const int z_axes[] = {{{}-1}};\n    ff_emulate({}, call, {}, {}, {}, {}, z_axes, {}, {});\n  }}\n",
-                     zs, l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis, l.z_axes.size(), l.loop_dims);
+    s += fmt::format("  {{\n    static const int z_axes[] = {{{}-1}};\n    ff_emulate({}, \"{}\", call, {}, {}, {}, {}, z_axes, {}, {});\n  }}\n",
+                     zs, l.symbol, l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis, l.z_axes.size(), l.loop_dims);
     s += "  if (*call->error) return *call->error;\n";
   }
   return s + "  return *call->error;\n}\n";
@@ -106,8 +242,14 @@ extern "C" std::int32_t ff_run(const ff_call* call) {{
 
 }  // namespace
 
-std::string cuda_emulation_source(const codegen::CudaSource& cuda, int max_grid_yz) {
-  return std::string(emulation_prelude) + codegen::cuda_preamble() + cuda.body + emulation_launcher(cuda, max_grid_yz);
+std::string cuda_emulation_source(const ir::Schedule& schedule, int max_grid_yz) {
+  codegen::CudaCodegenOptions co;
+  co.race_check = true;
+  const codegen::CudaSource cuda = codegen::generate_cuda_source(schedule, co);
+  std::vector<std::string> names;
+  for (const auto& p : schedule.program.params) names.push_back(p.name);
+  for (const auto& t : schedule.transients) names.push_back(t.name);
+  return std::string(emulation_prelude) + codegen::cuda_preamble() + cuda.body + emulation_launcher(cuda, names, max_grid_yz);
 }
 
 // Without a layout, CUDA code is built for the GPU's default whatever options.backend says (the
@@ -215,23 +357,33 @@ CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& o
 }
 
 EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOptions& options, int max_grid_yz) {
+  return load_cuda_emulation(build_cuda_source(program, options), options, max_grid_yz);
+}
+
+EmulatedCuda load_cuda_emulation(CudaBuild built, const CompileOptions& options, int max_grid_yz) {
   FIELDFLOW_ASSERT(max_grid_yz >= 1, "the emulated grid needs at least one block along y and z");
+  EmulatedCuda out{std::move(built), {}, std::nullopt, {}};
+  const ir::Program& program = out.built.schedule.program;
   const std::string static_key = check_options(program, options);
-  EmulatedCuda out{build_cuda_source(program, options), {}, std::nullopt, {}};
-  out.source = cuda_emulation_source(out.built.source, max_grid_yz);
+  out.source = cuda_emulation_source(out.built.schedule, max_grid_yz);
   toolchain::ModuleCache cache = cache_at(options.cache_dir);
   auto loaded = cache.get_or_load(program.name, out.source, toolchain::default_compiler_config(false),
                                   fmt::format("{}abi{}cuda-emulation static:{}", passes::pipeline_description(),
                                               FF_ABI_VERSION, static_key));
   out.module.emplace(std::move(loaded.module));
   out.entry = loaded.entry;
+  reinterpret_cast<void (*)(void (*)(const char*))>(out.module->symbol("ff_emulate_set_race_handler"))(&throw_race);
   return out;
 }
 
 CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_yz) {
-  EmulatedCuda e = load_cuda_emulation(program, options, max_grid_yz);
+  return compile_cuda_emulated(build_cuda_source(program, options), options, max_grid_yz);
+}
+
+CompiledProgram compile_cuda_emulated(CudaBuild built, const CompileOptions& options, int max_grid_yz) {
+  EmulatedCuda e = load_cuda_emulation(std::move(built), options, max_grid_yz);
   CompiledProgram::Impl::Image image;
-  image.program = program;
+  image.program = e.built.schedule.program;
   image.options = options;
   image.options.layout = cuda_layout(options);
   image.options.backend = Backend::cpu;  // the CPU runtime runs the emulated module

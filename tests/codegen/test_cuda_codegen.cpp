@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -245,6 +246,80 @@ TEST(CudaLaunch, GridCoversTheBoxWithPartialBlocks) {
 
 // Backend::cuda on this machine: a typed error saying why when there is no device (or no CUDA in
 // this build); with a device the GPU checks are in scripts/gpu-check.sh.
+// The race check of the emulation. The pipeline never makes a kernel whose threads share an
+// element (break_write_hazards gives an in/out statement such as w = f(w(I+1)) a double buffer),
+// so these tests undo that: the step writes w itself and the copy is dropped. Each thread then
+// reads a neighbour's element of w that the neighbour writes in the same launch: a race on a GPU.
+// Run one thread after the other, w(I+1) still reads the old values (the reference's) and w(K-1)
+// the new ones; the check reports both, whatever the values.
+driver::CudaBuild racing_step(const std::function<Expr(const Expr&)>& shifted, std::int64_t ni, std::int64_t nk) {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  ProgramBuilder pb("racing");
+  Expr w = pb.field("w", {I, K}, DType::float64);
+  pb.call("step", shifted(w) * 0.5, {w}, {{I, 0, ni}, {K, 0, nk}});
+  driver::CudaBuild b = driver::build_cuda_source(pb.build(), CompileOptions{});
+  EXPECT_EQ(b.schedule.kernels.size(), 2u) << "the step into a double buffer, then its copy into w";
+  if (b.schedule.kernels.size() == 2) {
+    b.schedule.kernels[0].outputs = {"w"};
+    b.schedule.kernels.pop_back();
+  }
+  return b;
+}
+
+std::string race_report(driver::CudaBuild b, std::int64_t ni, std::int64_t nk, int max_grid_yz) {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  CompiledProgram prog = driver::compile_cuda_emulated(std::move(b), CompileOptions{}, max_grid_yz);
+  Field w({I, K}, DType::float64, {ni + 4, nk + 6}, {-2, -3}, Layout::horizontal_fastest);  // halo for every shift
+  w.fill(1.0);
+  Arguments a;
+  a.field("w", w);
+  try {
+    prog(a);
+  } catch (const std::logic_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+TEST(CudaRaceCheck, ThreadsOfALaunchSharingAnElementAreReported) {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  // Along x: thread 1 of block 0 writes w's element that thread 0 read.
+  const std::string along_x = race_report(racing_step([&](const Expr& w) { return w(I + 1); }, 200, 4), 200, 4, 3);
+  EXPECT_NE(along_x.find("data race in emulated CUDA kernel ff_kernel_0: thread (block (0, 0, 0), thread 1) writes "
+                         "element"),
+            std::string::npos)
+      << along_x;
+  EXPECT_NE(along_x.find("of buffer 0 'w', which thread (block (0, 0, 0), thread 0) reads in the same launch"),
+            std::string::npos)
+      << along_x;
+  // Along y (K, one block per level): block 1 reads the level block 0 wrote.
+  const std::string along_y = race_report(racing_step([&](const Expr& w) { return w(K - 1); }, 5, 4), 5, 4, 3);
+  EXPECT_NE(along_y.find("thread (block (0, 1, 0), thread 0) reads element"), std::string::npos) << along_y;
+  EXPECT_NE(along_y.find("which thread (block (0, 0, 0), thread 0) writes in the same launch"), std::string::npos)
+      << along_y;
+  // The same with the runner's grid, a block per level.
+  EXPECT_NE(race_report(racing_step([&](const Expr& w) { return w(K - 1); }, 5, 4), 5, 4,
+                        static_cast<int>(codegen::cuda_max_grid_yz))
+                .find("data race"),
+            std::string::npos);
+  // With three blocks striding over 4 levels, block 0 sweeps levels 0 and 3: w(K-3) is then
+  // read by the thread that wrote it, which is no race for that grid (a GPU's grid has a block
+  // per level: the runner's emulated launches, and the grid above, find it).
+  EXPECT_EQ(race_report(racing_step([&](const Expr& w) { return w(K - 3); }, 5, 4), 5, 4, 3), "");
+  EXPECT_NE(race_report(racing_step([&](const Expr& w) { return w(K - 3); }, 5, 4), 5, 4, 4).find("data race"),
+            std::string::npos);
+}
+
+// What the pipeline makes is race-free: the in/out step as lowered, every element written once
+// and read by its own thread only.
+TEST(CudaRaceCheck, TheDoubleBufferedStepHasNoRace) {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  ProgramBuilder pb("stepping");
+  Expr w = pb.field("w", {I, K}, DType::float64);
+  pb.call("step", (w(I + 1) + w(K - 1)) * 0.5, {w}, {{I, 0, 200}, {K, 0, 4}});
+  EXPECT_EQ(race_report(driver::build_cuda_source(pb.build(), CompileOptions{}), 200, 4, 3), "");
+}
+
 TEST(CudaBackend, WithoutADeviceCompileSaysWhy) {
 #ifdef FIELDFLOW_WITH_CUDA
   std::string why;

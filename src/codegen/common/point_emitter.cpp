@@ -22,7 +22,12 @@ const Dialect& cpu_dialect() {
 // Device code: CUDA's global math overloads and ff_limits (NVRTC has no <cmath> nor <limits>; the
 // CUDA source defines ff_limits), tables through the read-only data cache.
 const Dialect& cuda_dialect() {
-  static const Dialect d{"::", "ff_limits", "__restrict__", true};
+  static const Dialect d{"::", "ff_limits", "__restrict__", true, ""};
+  return d;
+}
+
+const Dialect& cuda_race_check_dialect() {
+  static const Dialect d{"::", "ff_limits", "__restrict__", true, "ff_checked"};
   return d;
 }
 
@@ -188,8 +193,13 @@ std::string PointEmitter::use_buffer(const std::string& name, bool write) {
   if (!d_.declared.count(v)) {
     d_.declared[v] = true;
     auto [dtype, dims] = buffer_type(name);
-    const std::string decl = fmt::format("{}{}* {} {} = static_cast<{}{}*>(call->buffers[{}].data)", write ? "" : "const ",
-                                         ctype(dtype), dialect_.restrict_qualifier, v, write ? "" : "const ", ctype(dtype), b);
+    const std::string type = fmt::format("{}{}", write ? "" : "const ", ctype(dtype));
+    const std::string pointer = fmt::format("static_cast<{}*>(call->buffers[{}].data)", type, b);
+    const std::string decl =
+        dialect_.checked_buffer.empty()
+            ? fmt::format("{}* {} {} = {}", type, dialect_.restrict_qualifier, v, pointer)
+            : fmt::format("const {}<{}> {}{{{}, {}}}", dialect_.checked_buffer, type, v, pointer, b);
+    FIELDFLOW_ASSERT(dialect_.checked_buffer.empty() || !column_local(name), "checked buffers in a column group");
     if (column_local(name))  // this thread's column
       d_.column_locals += fmt::format("    {} + tid * call->buffers[{}].thread_stride;  // {}\n", decl, b, name);
     else

@@ -20,9 +20,17 @@ struct Dialect {
   std::string limits = "std::numeric_limits";   // numeric_limits template
   std::string restrict_qualifier = "__restrict";
   bool read_only_tables = false;                // neighbour tables loaded through __ldg (GPU read-only path)
+  // When set, a class template that stands for the buffers' pointers, made from the pointer and
+  // the buffer's index: the host emulation of CUDA kernels checks every load and store through it
+  // (cuda_race_check_dialect). Empty: restrict-qualified raw pointers.
+  std::string checked_buffer;
 };
 const Dialect& cpu_dialect();
 const Dialect& cuda_dialect();
+// The CUDA dialect with every buffer access going through `ff_checked` (driver/cuda_build.cpp's
+// emulation prelude defines it): what the host emulation runs, to find threads of one launch that
+// touch the same element.
+const Dialect& cuda_race_check_dialect();
 
 std::string ctype(DType t);
 std::string pad_text(int ind);

@@ -21,8 +21,8 @@ using ir::Expr;
 
 class CudaKernelEmitter : public PointEmitter {
  public:
-  CudaKernelEmitter(const ir::Schedule& s, int kidx, Decls& decls, const std::string& prefix)
-      : PointEmitter(s, kidx, decls, cuda_dialect()), prefix_(prefix) {}
+  CudaKernelEmitter(const ir::Schedule& s, int kidx, Decls& decls, const std::string& prefix, const Dialect& dialect)
+      : PointEmitter(s, kidx, decls, dialect), prefix_(prefix) {}
 
   // The kernel function and how to launch it.
   std::pair<std::string, CudaLaunch> emit() {
@@ -51,7 +51,7 @@ class CudaKernelEmitter : public PointEmitter {
     // The pointwise kernel fused into this scan's level loop (fuse_scan_consumers), if any.
     std::optional<CudaKernelEmitter> consumer;
     if (kidx_ + 1 < static_cast<int>(s_.kernels.size()) && s_.kernels[kidx_ + 1].fused_into == kidx_)
-      consumer.emplace(s_, kidx_ + 1, d_, prefix_);
+      consumer.emplace(s_, kidx_ + 1, d_, prefix_, dialect_);
     if (scan) {
       const Expr& e = *k_.value;
       std::string body = scan_level(p, ind + 1);
@@ -187,7 +187,8 @@ CudaSource generate_cuda_source(const ir::Schedule& s, const CudaCodegenOptions&
     FIELDFLOW_ASSERT(s.kernels[k].column_group < 0, "a column group in a schedule lowered for CUDA");
     if (s.kernels[k].fused_into >= 0) continue;  // generated inside its scan's kernel
     Decls d;
-    auto [code, launch] = CudaKernelEmitter(s, static_cast<int>(k), d, prefix).emit();
+    const Dialect& dialect = options.race_check ? cuda_race_check_dialect() : cuda_dialect();
+    auto [code, launch] = CudaKernelEmitter(s, static_cast<int>(k), d, prefix, dialect).emit();
     out.body += code;
     out.launches.push_back(std::move(launch));
   }

@@ -30,6 +30,10 @@ struct CudaCodegenOptions {
   // Prefix of the kernels' symbols (`<prefix>kernel_<k>`): several programs can share one
   // translation unit (an AOT library, or a batch compiled at once to check many programs).
   std::string symbol_prefix = "ff_";
+  // Every load and store of a buffer through `ff_checked`, which the host emulation defines to
+  // find two threads of one launch touching one element (driver::cuda_emulation_source). The
+  // source is then for the emulation only: NVRTC does not know ff_checked.
+  bool race_check = false;
 };
 
 struct CudaSource {
