@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "codegen/cpu/generate_cpu.h"
 #include "codegen/cuda/generate_cuda.h"
+#include "driver/cuda_build.h"
 #include "fieldflow/compile.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/examples.h"
@@ -39,21 +40,30 @@ std::string dot_graph(const ir::Schedule& s) {
 }
 
 // The CUDA kernels and, per launch, the grid the runtime gives it (the source alone does not say
-// which dimension runs along x, which along y and which are flattened along z).
-std::string cuda_listing(const ir::Schedule& s) {
-  const codegen::CudaSource cuda = codegen::generate_cuda_source(s);
+// which dimension runs along x, which along y and which are flattened along z) and, where
+// fieldflow has the CUDA toolkit, what ptxas gives the kernel for `arch`.
+std::string cuda_listing(const ir::Schedule& s, const std::string& arch) {
+  driver::CudaBuild built{s, codegen::generate_cuda_source(s)};
+  std::vector<toolchain::KernelResources> resources;
+  if (driver::cuda_built()) resources = driver::cuda_kernel_resources(s.program.name, built, arch);
   std::string out;
-  for (const auto& l : cuda.launches) {
+  for (std::size_t i = 0; i < built.source.launches.size(); ++i) {
+    const codegen::CudaLaunch& l = built.source.launches[i];
     std::string zs;
     for (int a : l.z_axes) zs += fmt::format("{}{}", zs.empty() ? "" : ", ", a);
     out += fmt::format("// launch {}: kernel {}, {} threads per block, x = loop dimension {}, y = {}, z = [{}]{}\n",
                        l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis, zs, l.raises_errors ? ", checks reads" : "");
+    if (resources.empty()) continue;
+    const toolchain::KernelResources& r = resources[i];
+    out += fmt::format("//   {}: {} registers, {} bytes stack, {} bytes spill stores, {} bytes spill loads\n", arch,
+                       r.registers, r.stack_bytes, r.spill_store_bytes, r.spill_load_bytes);
   }
-  return out + cuda.source;
+  if (!driver::cuda_built()) out += "// (registers and spills: this fieldflow was built without the CUDA toolkit)\n";
+  return out + built.source.source;
 }
 
 void run_inspect(const std::string& name, const std::string& after, const std::string& dot, const std::string& layout,
-                 const std::string& backend) {
+                 const std::string& backend, const std::string& arch) {
   const auto& ex = examples::example(name);
   const Backend b = parse_backend(backend);
   if (b == Backend::reference)
@@ -75,7 +85,7 @@ void run_inspect(const std::string& name, const std::string& after, const std::s
     throw ArgumentError(fmt::format("--after: no pass named '{}'; the pipeline is {}", after, passes::pipeline_description()));
   if (after.empty()) fmt::print("== schedule ==\n{}\n", s.print());
   fmt::print("== generated source ({}, {}) ==\n{}", backend, to_string(po.layout),
-             b == Backend::cuda ? cuda_listing(s) : codegen::generate_cpu_source(s));
+             b == Backend::cuda ? cuda_listing(s, arch) : codegen::generate_cpu_source(s));
   if (!dot.empty()) {
     std::ofstream(dot) << dot_graph(s);
     fmt::print("\nwrote {}\n", dot);
@@ -91,13 +101,15 @@ void add_inspect(CLI::App& app) {
   auto dot = std::make_shared<std::string>();
   auto layout = std::make_shared<std::string>();
   auto backend = std::make_shared<std::string>("cpu");
+  auto arch = std::make_shared<std::string>(toolchain::default_cuda_arch);
   cmd->add_option("program", *name, "Built-in program name (see `fieldflow demo`)")->required();
   cmd->add_option("--after", *after, "Print the schedule after this pass (e.g. select_transients)");
   cmd->add_option("--dot", *dot, "Write the schedule as a Graphviz DOT graph to this file");
   cmd->add_option("--layout", *layout,
                   "vertical_fastest or horizontal_fastest (default: the backend's, horizontal_fastest on cuda)");
   cmd->add_option("--backend", *backend, "cpu (C++ with OpenMP) or cuda (CUDA C++; no device or toolkit needed)");
-  cmd->callback([=] { run_inspect(*name, *after, *dot, *layout, *backend); });
+  cmd->add_option("--arch", *arch, "cuda: the architecture of the kernels' register and spill report (default sm_90)");
+  cmd->callback([=] { run_inspect(*name, *after, *dot, *layout, *backend, *arch); });
 }
 
 }  // namespace fieldflow::cli

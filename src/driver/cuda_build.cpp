@@ -1,6 +1,7 @@
 // The CUDA side of the compile driver; see cuda_build.h.
 #include "driver/cuda_build.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <stdexcept>
@@ -311,6 +312,27 @@ CudaBinary compile_cuda_binary(const std::string& name, const std::string& sourc
   (void)source;
   (void)arch;
   (void)cache_dir;
+  throw_not_built(name);
+#endif
+}
+
+std::vector<toolchain::KernelResources> cuda_kernel_resources(const std::string& name, const CudaBuild& built,
+                                                              const std::string& arch) {
+#ifdef FIELDFLOW_WITH_CUDA
+  const std::vector<toolchain::KernelResources> reported =
+      toolchain::nvrtc_compile_reporting(name, built.source.source, arch.empty() ? toolchain::default_cuda_arch : arch)
+          .kernels;
+  std::vector<toolchain::KernelResources> out;
+  for (const auto& launch : built.source.launches) {
+    const auto r = std::find_if(reported.begin(), reported.end(),
+                                [&](const toolchain::KernelResources& k) { return k.symbol == launch.symbol; });
+    FIELDFLOW_ASSERT(r != reported.end(), "ptxas reported no kernel '" + launch.symbol + "' of program '" + name + "'");
+    out.push_back(*r);
+  }
+  return out;
+#else
+  (void)built;
+  (void)arch;
   throw_not_built(name);
 #endif
 }

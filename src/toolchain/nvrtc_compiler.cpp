@@ -1,6 +1,10 @@
 // NVRTC in-process compilation; see nvrtc_compiler.h.
 #include "toolchain/nvrtc_compiler.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
 #include <fmt/format.h>
 #include <nvrtc.h>
 
@@ -8,23 +12,6 @@
 #include "toolchain/compiler.h"
 
 namespace fieldflow::toolchain {
-
-namespace {
-
-// NVRTC programs are destroyed on every path out, including a throw.
-struct Program {
-  nvrtcProgram handle = nullptr;
-  ~Program() {
-    if (handle) nvrtcDestroyProgram(&handle);
-  }
-};
-
-[[noreturn]] void fail(const std::string& program_name, const char* call, nvrtcResult r, const std::string& log = {}) {
-  throw CompileError(fmt::format("program '{}': {} failed: {}{}{}", program_name, call, nvrtcGetErrorString(r),
-                                 log.empty() ? "" : "\n", log.substr(0, 8 * 1024)));
-}
-
-}  // namespace
 
 std::vector<std::string> nvrtc_options(const std::string& arch) {
   return {"--gpu-architecture=" + arch,
@@ -41,7 +28,27 @@ std::string nvrtc_identity() {
   return fmt::format("NVRTC {}.{}", major, minor);
 }
 
-std::string nvrtc_compile(const std::string& program_name, const std::string& source, const std::string& arch) {
+namespace {
+
+// NVRTC programs are destroyed on every path out, including a throw.
+struct Program {
+  nvrtcProgram handle = nullptr;
+  ~Program() {
+    if (handle) nvrtcDestroyProgram(&handle);
+  }
+};
+
+[[noreturn]] void fail(const std::string& program_name, const char* call, nvrtcResult r, const std::string& log = {}) {
+  throw CompileError(fmt::format("program '{}': {} failed: {}{}{}", program_name, call, nvrtcGetErrorString(r),
+                                 log.empty() ? "" : "\n", log.substr(0, 8 * 1024)));
+}
+
+struct Compiled {
+  std::string cubin, log;
+};
+
+Compiled compile(const std::string& program_name, const std::string& source, const std::string& arch,
+                 const std::vector<std::string>& extra_options) {
   if (arch.rfind("sm_", 0) != 0)
     throw OptionError(fmt::format("program '{}': CUDA architecture '{}' is not a real architecture: expected sm_<NN> "
                                   "(e.g. sm_90 for H100/H200)", program_name, arch));
@@ -49,23 +56,83 @@ std::string nvrtc_compile(const std::string& program_name, const std::string& so
   const std::string file = program_name + ".cu";
   if (nvrtcResult r = nvrtcCreateProgram(&p.handle, source.c_str(), file.c_str(), 0, nullptr, nullptr); r != NVRTC_SUCCESS)
     fail(program_name, "nvrtcCreateProgram", r);
-  const std::vector<std::string> options = nvrtc_options(arch);
+  std::vector<std::string> options = nvrtc_options(arch);
+  options.insert(options.end(), extra_options.begin(), extra_options.end());
   std::vector<const char*> argv;
   for (const auto& o : options) argv.push_back(o.c_str());
   const nvrtcResult compiled = nvrtcCompileProgram(p.handle, static_cast<int>(argv.size()), argv.data());
+  Compiled out;
   std::size_t log_size = 0;
-  std::string log;
   if (nvrtcGetProgramLogSize(p.handle, &log_size) == NVRTC_SUCCESS && log_size > 1) {
-    log.resize(log_size);
-    nvrtcGetProgramLog(p.handle, log.data());
-    log.resize(log_size - 1);
+    out.log.resize(log_size);
+    nvrtcGetProgramLog(p.handle, out.log.data());
+    out.log.resize(log_size - 1);
   }
-  if (compiled != NVRTC_SUCCESS) fail(program_name, "nvrtcCompileProgram", compiled, log);
+  if (compiled != NVRTC_SUCCESS) fail(program_name, "nvrtcCompileProgram", compiled, out.log);
   std::size_t size = 0;
   if (nvrtcResult r = nvrtcGetCUBINSize(p.handle, &size); r != NVRTC_SUCCESS) fail(program_name, "nvrtcGetCUBINSize", r);
-  std::string cubin(size, '\0');
-  if (nvrtcResult r = nvrtcGetCUBIN(p.handle, cubin.data()); r != NVRTC_SUCCESS) fail(program_name, "nvrtcGetCUBIN", r);
-  return cubin;
+  out.cubin.assign(size, '\0');
+  if (nvrtcResult r = nvrtcGetCUBIN(p.handle, out.cubin.data()); r != NVRTC_SUCCESS) fail(program_name, "nvrtcGetCUBIN", r);
+  return out;
+}
+
+// ptxas -v reports each kernel as
+//   ptxas info    : Compiling entry function 'NAME' for 'sm_90'
+//   ptxas info    : Function properties for NAME
+//   ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+//   ptxas info    : Used 14 registers, used 0 barriers
+// (non-kernel functions that were not inlined get "Function properties" lines too; they are
+// attributed to the entry being compiled, whose frame they use).
+std::vector<KernelResources> parse_ptxas_report(const std::string& program_name, const std::string& log) {
+  std::vector<KernelResources> out;
+  std::vector<std::pair<bool, bool>> seen;  // per kernel: local memory read, registers read
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    const auto entry = line.find("Compiling entry function '");
+    if (entry != std::string::npos) {
+      const auto from = entry + std::strlen("Compiling entry function '");
+      out.push_back({line.substr(from, line.find('\'', from) - from)});
+      seen.emplace_back(false, false);
+      continue;
+    }
+    if (out.empty()) continue;
+    long long stack = 0, stores = 0, loads = 0;
+    int registers = 0;
+    const auto number = line.find_first_of("0123456789");
+    if (number != std::string::npos &&
+        std::sscanf(line.c_str() + number, "%lld bytes stack frame, %lld bytes spill stores, %lld bytes spill loads", &stack,
+                    &stores, &loads) == 3) {
+      out.back().stack_bytes = std::max<std::int64_t>(out.back().stack_bytes, stack);
+      out.back().spill_store_bytes += stores;
+      out.back().spill_load_bytes += loads;
+      seen.back().first = true;
+    } else if (const auto used = line.find("Used "); used != std::string::npos &&
+                                                     std::sscanf(line.c_str() + used, "Used %d registers", &registers) == 1) {
+      out.back().registers = registers;
+      seen.back().second = true;
+    }
+  }
+  for (std::size_t k = 0; k < out.size(); ++k)
+    if (!seen[k].first || !seen[k].second)
+      throw CompileError(fmt::format("program '{}': ptxas's report of kernel '{}' has no {} line; expected 'N bytes stack "
+                                     "frame, N bytes spill stores, N bytes spill loads' and 'Used N registers' in:\n{}",
+                                     program_name, out[k].symbol, seen[k].first ? "'Used N registers'" : "stack frame",
+                                     log.substr(0, 8 * 1024)));
+  return out;
+}
+
+}  // namespace
+
+std::string nvrtc_compile(const std::string& program_name, const std::string& source, const std::string& arch) {
+  return compile(program_name, source, arch, {}).cubin;
+}
+
+ReportedCubin nvrtc_compile_reporting(const std::string& program_name, const std::string& source, const std::string& arch,
+                                      const std::vector<std::string>& extra_options) {
+  std::vector<std::string> options = extra_options;
+  options.push_back("--ptxas-options=-v");
+  Compiled c = compile(program_name, source, arch, options);
+  return {std::move(c.cubin), parse_ptxas_report(program_name, c.log)};
 }
 
 InProcessBuild nvrtc_build(const std::string& program_name, const std::string& arch) {

@@ -2,6 +2,7 @@
 // Compiling generated CUDA C++ in-process with NVRTC (no nvcc process per program) into a CUDA
 // binary for one architecture. Built only when fieldflow is configured with CUDA
 // (FIELDFLOW_WITH_CUDA); needs the CUDA toolkit's NVRTC, not a device.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,28 @@ std::string nvrtc_identity();
 
 // Compiles `source` to a cubin. Throws CompileError with NVRTC's log, naming the program.
 std::string nvrtc_compile(const std::string& program_name, const std::string& source, const std::string& arch);
+
+// What ptxas gives one kernel for the architecture: registers per thread, and the local memory
+// of its stack frame and of the registers it spills. A spill turns register traffic into memory
+// traffic, the one resource a bandwidth-bound kernel has none of to spare; the registers bound
+// how many threads an SM keeps in flight. Both are known without a device.
+struct KernelResources {
+  std::string symbol;
+  int registers = 0;
+  std::int64_t stack_bytes = 0, spill_store_bytes = 0, spill_load_bytes = 0;
+  bool spills() const { return spill_store_bytes > 0 || spill_load_bytes > 0; }
+};
+
+// A cubin with what ptxas gave each kernel (__global__ function) in it, in the order ptxas
+// reports them: compiled as nvrtc_compile does, plus `extra_options`, with ptxas's verbose report
+// (--ptxas-options=-v) in NVRTC's log. Throws CompileError when the source does not compile or a
+// kernel's report lacks its registers or its local memory (a format this parser does not know).
+struct ReportedCubin {
+  std::string cubin;
+  std::vector<KernelResources> kernels;
+};
+ReportedCubin nvrtc_compile_reporting(const std::string& program_name, const std::string& source, const std::string& arch,
+                                      const std::vector<std::string>& extra_options = {});
 
 // The cache's in-process build for one program and architecture.
 InProcessBuild nvrtc_build(const std::string& program_name, const std::string& arch);

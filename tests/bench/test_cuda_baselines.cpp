@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -223,18 +224,27 @@ TEST(CudaBaselines, RefusesWhatTheKernelsCannotRun) {
 }
 
 // What NVRTC compiles on the GPU is this file's kernels: the text embedded in the build is the
-// file itself, and it compiles for sm_90 with fieldflow's NVRTC options (no device needed).
-TEST(CudaBaselines, EmbeddedSourceIsTheKernelFileAndCompiles) {
+// file itself, and it compiles for sm_90 with fieldflow's NVRTC options (no device needed), its
+// kernels spilling no registers (a yardstick that spills would flatter fieldflow).
+TEST(CudaBaselines, EmbeddedSourceIsTheKernelFileAndCompilesWithoutSpills) {
   std::ifstream in(FIELDFLOW_CUDA_BASELINES_FILE, std::ios::binary);
   ASSERT_TRUE(in) << FIELDFLOW_CUDA_BASELINES_FILE;
   const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(std::string(cuda_baselines_source), file);
 #ifdef FIELDFLOW_WITH_CUDA
-  const std::string cubin = toolchain::nvrtc_compile("cuda_baselines", cuda_baselines_source, "sm_90");
-  ASSERT_GT(cubin.size(), 64u);
-  EXPECT_EQ(cubin.compare(1, 3, "ELF"), 0) << "NVRTC returned no ELF cubin";
-  for (const char* kernel : {"ff_bl_hdiff", "ff_bl_vadv", "ff_bl_nabla4", "ff_bl_c2e2co_sum"})
-    EXPECT_NE(cubin.find(kernel), std::string::npos) << kernel << " is not in the cubin";
+  const toolchain::ReportedCubin built = toolchain::nvrtc_compile_reporting("cuda_baselines", cuda_baselines_source, "sm_90");
+  ASSERT_GT(built.cubin.size(), 64u);
+  EXPECT_EQ(built.cubin.compare(1, 3, "ELF"), 0) << "NVRTC returned no ELF cubin";
+  for (const char* kernel : {"ff_bl_hdiff", "ff_bl_vadv", "ff_bl_nabla4", "ff_bl_c2e2co_sum"}) {
+    EXPECT_NE(built.cubin.find(kernel), std::string::npos) << kernel << " is not in the cubin";
+    const auto k = std::find_if(built.kernels.begin(), built.kernels.end(),
+                                [&](const toolchain::KernelResources& r) { return r.symbol == kernel; });
+    ASSERT_NE(k, built.kernels.end()) << "ptxas reported no " << kernel;
+    EXPECT_FALSE(k->spills()) << kernel << ": " << k->spill_store_bytes << " bytes spill stores at " << k->registers
+                              << " registers";
+    std::printf("[ ptxas    ] %s: %d registers, %lld bytes stack\n", kernel, k->registers,
+                static_cast<long long>(k->stack_bytes));
+  }
 #else
   GTEST_SKIP() << "built without CUDA: NVRTC not available";
 #endif

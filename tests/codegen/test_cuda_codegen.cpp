@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <cstring>
 #include <functional>
 #include <fstream>
 #include <iterator>
@@ -176,12 +177,64 @@ TEST(CudaVadv, TheUpdateRunsInTheBackwardSweepAndXStaysInRegisters) {
       << "c' and d' only";
 }
 
+// Every built-in program in both layouts, as one NVRTC translation unit; ptxas's report of its
+// kernels is printed (registers, spills: informative, not required: see docs/cuda.md).
 TEST(CudaNvrtc, EveryBuiltInProgramCompiles) {
   if (!driver::cuda_built()) GTEST_SKIP() << "fieldflow was built without the CUDA toolkit (no NVRTC)";
   testing_support::NvrtcBatch batch;
   for (const auto& ex : examples::all_examples())
     for (Layout l : {Layout::vertical_fastest, Layout::horizontal_fastest}) batch.add(ex.program, options_for(l));
-  EXPECT_EQ(batch.compile_all(), "");
+  std::string summary;
+  EXPECT_EQ(batch.compile_all("sm_90", &summary), "");
+  std::printf("[ NVRTC    ] built-in programs: %s\n", summary.c_str());
+  EXPECT_NE(summary.find(" kernels, at most "), std::string::npos) << summary;
+}
+
+// ptxas's report, parsed: a kernel that fits in its registers, and the same kernel spilling once
+// its launch bounds leave it too few.
+TEST(CudaNvrtc, ASpillIsReported) {
+#ifndef FIELDFLOW_WITH_CUDA
+  GTEST_SKIP() << "fieldflow was built without the CUDA toolkit (no NVRTC)";
+#else
+  const driver::CudaBuild built =
+      driver::build_cuda_source(examples::example("nabla4").program, options_for(Layout::horizontal_fastest));
+  const auto fits = toolchain::nvrtc_compile_reporting("nabla4", built.source.source, "sm_90").kernels;
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_EQ(fits[0].symbol, "ff_kernel_0");
+  EXPECT_FALSE(fits[0].spills());
+  EXPECT_GT(fits[0].registers, 32);
+  // 1024 threads and 2 blocks per SM leave 32 registers per thread (65,536 per SM); ptxas ignores
+  // --maxrregcount where a kernel states its launch bounds.
+  std::string squeezed = built.source.source;
+  const auto bounds = squeezed.find("__launch_bounds__(128)");
+  ASSERT_NE(bounds, std::string::npos);
+  squeezed.replace(bounds, std::strlen("__launch_bounds__(128)"), "__launch_bounds__(1024, 2)");
+  const auto spilled = toolchain::nvrtc_compile_reporting("nabla4", squeezed, "sm_90").kernels;
+  ASSERT_EQ(spilled.size(), 1u);
+  EXPECT_LE(spilled[0].registers, 32);
+  EXPECT_TRUE(spilled[0].spills());
+  EXPECT_GT(spilled[0].spill_store_bytes, 0);
+  EXPECT_GT(spilled[0].spill_load_bytes, 0);
+  EXPECT_GT(spilled[0].stack_bytes, 0) << "spilled registers live in the stack frame";
+#endif
+}
+
+// What `fieldflow inspect --backend cuda` prints per launch: ptxas's registers and local memory of
+// the launch's kernel, in launch order (a fused consumer has none of its own).
+TEST(CudaNvrtc, ResourcesArePerLaunch) {
+  if (!driver::cuda_built()) GTEST_SKIP() << "fieldflow was built without the CUDA toolkit (no NVRTC)";
+  for (const char* name : {"vadv", "nabla4"}) {
+    const driver::CudaBuild built =
+        driver::build_cuda_source(examples::example(name).program, options_for(Layout::horizontal_fastest));
+    const auto resources = driver::cuda_kernel_resources(name, built, "");
+    ASSERT_EQ(resources.size(), built.source.launches.size()) << name;
+    for (std::size_t i = 0; i < resources.size(); ++i) {
+      EXPECT_EQ(resources[i].symbol, built.source.launches[i].symbol) << name;
+      EXPECT_GT(resources[i].registers, 0) << name;
+      EXPECT_LE(resources[i].registers, 255) << name;
+    }
+    EXPECT_THROW(driver::cuda_kernel_resources(name, built, "compute_90"), OptionError);
+  }
 }
 
 // One program through the module cache: a cubin entry, a hit the second time, NVRTC's errors as

@@ -5,6 +5,7 @@
 // compiled as one translation unit at its end (one NVRTC start-up for all programs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -60,29 +61,46 @@ class NvrtcBatch {
     std::lock_guard lock(mutex_);
     const std::string prefix = "p" + std::to_string(bodies_.size()) + "_";
     bodies_.push_back("// program '" + p.name + "'\n" + driver::build_cuda_source(p, options, prefix).source.body);
+    names_.push_back(p.name);
   }
   std::size_t size() const { return bodies_.size(); }
-  // Compiles everything added; returns "" or NVRTC's error.
-  std::string compile_all(const std::string& arch = "sm_90") {
+  // Compiles everything added; returns "" or NVRTC's error. `summary` gets ptxas's report: the
+  // kernels' count, their most registers and those that spill registers to local memory.
+  std::string compile_all(const std::string& arch = "sm_90", std::string* summary = nullptr) {
 #ifdef FIELDFLOW_WITH_CUDA
     std::string tu = codegen::cuda_preamble();
     for (const auto& b : bodies_) tu += b;
     try {
-      const std::string cubin = toolchain::nvrtc_compile("batch", tu, arch);
-      if (cubin.size() < 64 || cubin.compare(1, 3, "ELF") != 0) return "NVRTC returned no ELF cubin";
+      const toolchain::ReportedCubin built = toolchain::nvrtc_compile_reporting("batch", tu, arch);
+      if (built.cubin.size() < 64 || built.cubin.compare(1, 3, "ELF") != 0) return "NVRTC returned no ELF cubin";
+      std::string spills;
+      int registers = 0, spilling = 0;
+      for (const auto& k : built.kernels) {
+        registers = std::max(registers, k.registers);
+        if (!k.spills()) continue;
+        ++spilling;
+        const std::size_t program = std::strtoul(k.symbol.c_str() + 1, nullptr, 10);  // p<N>_...
+        spills += "\n  " + k.symbol + " (program '" + (program < names_.size() ? names_[program] : "?") + "'): " +
+                  std::to_string(k.spill_store_bytes) + " bytes spill stores, " + std::to_string(k.spill_load_bytes) +
+                  " bytes spill loads, " + std::to_string(k.registers) + " registers";
+      }
+      if (summary)
+        *summary = std::to_string(built.kernels.size()) + " kernels, at most " + std::to_string(registers) +
+                   " registers per thread at " + arch + ", " + std::to_string(spilling) + " spilling" + spills;
     } catch (const Error& e) {
       return e.what();
     }
     return "";
 #else
     (void)arch;
+    (void)summary;
     return "";
 #endif
   }
 
  private:
   std::mutex mutex_;
-  std::vector<std::string> bodies_;
+  std::vector<std::string> bodies_, names_;
 };
 
 // Registered once per test binary: the batch compile when every test has run.
@@ -94,10 +112,11 @@ class NvrtcBatchEnvironment : public ::testing::Environment {
       std::printf("[ SKIPPED  ] NVRTC batch of %zu programs: fieldflow was built without the CUDA toolkit\n", b.size());
       return;
     }
-    const std::string error = b.compile_all();
+    std::string summary;
+    const std::string error = b.compile_all("sm_90", &summary);
     EXPECT_EQ(error, "") << "the generated CUDA of the run's programs does not compile";
     std::printf("[ NVRTC    ] %zu programs' CUDA compiled in one translation unit: %s\n", b.size(),
-                error.empty() ? "ok" : "FAILED");
+                error.empty() ? ("ok; " + summary).c_str() : "FAILED");
   }
 };
 
