@@ -127,6 +127,14 @@ TEST_P(CudaExamples, GeneratedSourceHasOneKernelPerScheduleKernel) {
     EXPECT_LT(i == 0 ? -1 : b.source.launches[i - 1].kernel, b.source.launches[i].kernel) << "in execution order";
   EXPECT_EQ(src.find("omp"), std::string::npos);
   EXPECT_EQ(src.find("cudaMalloc"), std::string::npos) << "generated code never allocates";
+  // Grid-stride loops are kept rolled: they run once per thread on a full grid, and unrolling
+  // them costs a 64-bit division for the trip count (generate_cuda.cpp).
+  std::size_t strides = 0, rolled = 0;
+  for (std::size_t at = src.find("+= gridDim."); at != std::string::npos; at = src.find("+= gridDim.", at + 1)) ++strides;
+  for (std::size_t at = src.find("#pragma unroll 1\n  for ("); at != std::string::npos;
+       at = src.find("#pragma unroll 1\n  for (", at + 1))
+    ++rolled;
+  EXPECT_EQ(rolled, strides);
   bool tables = false, scans = false;
   for (std::size_t k = 0; k < b.schedule.kernels.size(); ++k) {
     tables |= !b.schedule.kernels[k].connectivities.empty();

@@ -87,10 +87,14 @@ class CudaKernelEmitter : public PointEmitter {
       code += fmt::format("  const std::int64_t {} = {} + std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;\n", var(x),
                           lo(x));
       code += fmt::format("  if ({} < {}) {{\n", var(x), hi(x));
-      // Blocks stride over their dimension: a grid-stride loop per grid axis.
+      // Blocks stride over their dimension: a grid-stride loop per grid axis. Not unrolled: a
+      // loop whose step is gridDim runs once per thread unless the box has more than 65,535 rows
+      // along the axis, and the unrolled loop's trip count costs every thread a 64-bit division
+      // (a subroutine call on the GPU, the cost c2a800a removed from the point's indexing),
+      // its copies triple the code and, in masked_update, spilled a register.
       const auto stride = [&](const std::string& v, const std::string& from, const std::string& to, char axis) {
-        code += fmt::format("  for (std::int64_t {0} = {1} + blockIdx.{3}; {0} < {2}; {0} += gridDim.{3}) {{\n", v, from, to,
-                            axis);
+        code += fmt::format("  #pragma unroll 1\n  for (std::int64_t {0} = {1} + blockIdx.{3}; {0} < {2}; {0} += gridDim.{3}) {{\n",
+                            v, from, to, axis);
         ++open_loops;
       };
       // The dimensions beyond x and y (K of a 3-D kernel) go along z. More than one (a kernel over
