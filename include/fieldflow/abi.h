@@ -3,7 +3,9 @@
  *   int32_t ff_abi_version(void);              returns FF_ABI_VERSION
  *   int32_t ff_run(const ff_call* call);       runs every kernel in order; 0 or an ff_error code
  * The runtime fills ff_call: one ff_buffer per field parameter (by parameter index) followed by
- * one per transient, tables and scalars by parameter index, and each kernel's loop box. */
+ * one per transient, tables and scalars by parameter index, and each kernel's loop box.
+ * A CUDA module's kernels are __global__ functions taking (const ff_call* call, int64_t y0,
+ * int64_t z0), the first rows along y and z of the launch's piece of the grid (since ABI 6). */
 #ifndef FIELDFLOW_ABI_H
 #define FIELDFLOW_ABI_H
 #if defined(__CUDACC_RTC__)
@@ -25,7 +27,7 @@ typedef ::int64_t int64_t;
 #define FF_HD
 #endif
 
-#define FF_ABI_VERSION 5
+#define FF_ABI_VERSION 6
 #define FF_MAX_DIMS 8
 
 typedef struct ff_buffer {

@@ -160,10 +160,12 @@ std::string emulation_launcher(const codegen::CudaSource& cuda, const std::vecto
                                int max_grid_yz) {
   std::string s = fmt::format(R"(
 namespace {{
-// Every block and thread of a grid in turn.
-// Every block and thread of a grid in turn; a race between two of them is thrown at the end.
-void ff_emulate_grid(void (*kernel)(const ff_call*), const char* symbol, const ff_call* call, ff_dim3 grid,
-                     unsigned block_x) {{
+typedef void (*ff_kernel)(const ff_call*, std::int64_t, std::int64_t);
+
+// Every block and thread of one launch in turn (y0, z0: the first rows of the launch's piece);
+// a race between two of them is thrown at the end.
+void ff_emulate_grid(ff_kernel kernel, const char* symbol, const ff_call* call, ff_dim3 grid, unsigned block_x,
+                     std::int64_t y0, std::int64_t z0) {{
   gridDim = grid;
   blockDim = {{block_x, 1, 1}};
   ff_new_launch();
@@ -174,7 +176,7 @@ void ff_emulate_grid(void (*kernel)(const ff_call*), const char* symbol, const f
           blockIdx = {{bx, by, bz}};
           threadIdx = {{tx, 0, 0}};
           ++ff_thread;
-          kernel(call);
+          kernel(call, y0, z0);
         }}
   if (ff_race[0]) {{
     char report[768];
@@ -187,9 +189,9 @@ void ff_emulate_grid(void (*kernel)(const ff_call*), const char* symbol, const f
   }}
 }}
 
-// One launch: the grid of codegen::cuda_grid, with blocks along y and z capped at {0} so that
-// blocks stride.
-void ff_emulate(void (*kernel)(const ff_call*), const char* symbol, const ff_call* call, int k, int block_x, int x_axis, int y_axis,
+// One kernel's launches: the grid of codegen::cuda_grid in pieces of at most {0} rows along y
+// and z (codegen::for_each_cuda_piece), so that small tests take the pieces' path.
+void ff_emulate(ff_kernel kernel, const char* symbol, const ff_call* call, int k, int block_x, int x_axis, int y_axis,
                 const int* z_axes, int n_z, int loop_dims) {{
   const std::int64_t* dom = call->domains + k * 2 * FF_MAX_DIMS;
   for (int a = 0; a < loop_dims; ++a)
@@ -198,10 +200,13 @@ void ff_emulate(void (*kernel)(const ff_call*), const char* symbol, const ff_cal
   for (int i = 0; i < n_z; ++i) z *= dom[2 * z_axes[i] + 1] - dom[2 * z_axes[i]];
   const std::int64_t x = x_axis < 0 ? 1 : dom[2 * x_axis + 1] - dom[2 * x_axis];
   const std::int64_t y = y_axis < 0 ? 1 : dom[2 * y_axis + 1] - dom[2 * y_axis];
-  ff_emulate_grid(kernel, symbol, call,
-                  {{static_cast<unsigned>((x + block_x - 1) / block_x), static_cast<unsigned>(y < {0} ? y : {0}),
-                   static_cast<unsigned>(z < {0} ? z : {0})}},
-                  static_cast<unsigned>(block_x));
+  const std::int64_t cap = {0};
+  for (std::int64_t z0 = 0; z0 < z; z0 += cap)
+    for (std::int64_t y0 = 0; y0 < y; y0 += cap)
+      ff_emulate_grid(kernel, symbol, call,
+                      {{static_cast<unsigned>((x + block_x - 1) / block_x), static_cast<unsigned>(y - y0 < cap ? y - y0 : cap),
+                       static_cast<unsigned>(z - z0 < cap ? z - z0 : cap)}},
+                      static_cast<unsigned>(block_x), y0, z0);
 }}
 }}  // namespace
 
@@ -223,10 +228,10 @@ const char* ff_buffer_name(int b) {{
   std::string table, symbols;
   for (const auto& l : cuda.launches) table += l.symbol + ", ", symbols += fmt::format("\"{}\", ", l.symbol);
   s += fmt::format(R"(extern "C" void ff_emulate_launch(int launch, unsigned grid_x, unsigned grid_y, unsigned grid_z,
-                                  unsigned block_x, const ff_call* call) {{
-  static void (*const kernels[])(const ff_call*) = {{{}nullptr}};
+                                  unsigned block_x, const ff_call* call, std::int64_t y0, std::int64_t z0) {{
+  static const ff_kernel kernels[] = {{{}nullptr}};
   static const char* const symbols[] = {{{}nullptr}};
-  ff_emulate_grid(kernels[launch], symbols[launch], call, {{grid_x, grid_y, grid_z}}, block_x);
+  ff_emulate_grid(kernels[launch], symbols[launch], call, {{grid_x, grid_y, grid_z}}, block_x, y0, z0);
 }}
 
 extern "C" std::int32_t ff_run(const ff_call* call) {{

@@ -58,12 +58,12 @@ CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& o
 // blockDim / gridDim, and a generated ff_run launches every kernel by looping over its grid and
 // blocks, one thread after the other. The schedule is the one the GPU gets, with its transients
 // in host memory, so the CPU runtime binds, checks and runs it as it runs a CPU module: the
-// generated indexing (the thread-to-point mapping, partial blocks, the blocks striding along y
-// and z, scans' columns) is executed and compared with the reference without a device.
-// `max_grid_yz` caps the blocks along y and z (the GPU's cap is 65535) so that small tests stride
-// too. Every buffer access is checked for races between the threads of a launch (see
-// cuda_emulation_source): with blocks striding, a thread's rows are its own, so the check is
-// complete for the grid it runs; with the runner's grid (65535) for any grid.
+// generated indexing (the thread-to-point mapping, partial blocks, the launches in pieces along
+// y and z, scans' columns) is executed and compared with the reference without a device.
+// `max_grid_yz` is the most rows of a piece along y and z (the GPU's limit is 65535), so that
+// small tests take the pieces' path too. Every buffer access is checked for races between the
+// threads of a launch (see cuda_emulation_source): complete for the pieces it runs, and with the
+// runner's limit (65535) for any grid up to it.
 CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_yz = 3);
 // The same of a build given as it is (tests give it schedules the pipeline would not make).
 CompiledProgram compile_cuda_emulated(CudaBuild built, const CompileOptions& options, int max_grid_yz = 3);
@@ -83,9 +83,9 @@ EmulatedCuda load_cuda_emulation(CudaBuild built, const CompileOptions& options,
 // The host source of that emulation: the kernels of `schedule` (generated with
 // CudaCodegenOptions::race_check: a launch whose threads touch one element where one of them
 // writes it throws std::logic_error naming the kernel, the buffer, the element and the threads),
-// ff_run (every launch, its grid from codegen::cuda_grid capped at max_grid_yz blocks along y and
-// z) and ff_emulate_launch(launch, grid_x, grid_y, grid_z, block_x, call), one launch with a grid
-// the caller gives (what an emulated cudaLaunchKernel calls).
+// ff_run (every launch, its grid from codegen::cuda_grid in pieces of at most max_grid_yz rows
+// along y and z) and ff_emulate_launch(launch, grid_x, grid_y, grid_z, block_x, call, y0, z0), one
+// launch with a grid and first rows the caller gives (what an emulated cudaLaunchKernel calls).
 std::string cuda_emulation_source(const ir::Schedule& schedule, int max_grid_yz);
 
 }  // namespace fieldflow::driver

@@ -127,14 +127,9 @@ TEST_P(CudaExamples, GeneratedSourceHasOneKernelPerScheduleKernel) {
     EXPECT_LT(i == 0 ? -1 : b.source.launches[i - 1].kernel, b.source.launches[i].kernel) << "in execution order";
   EXPECT_EQ(src.find("omp"), std::string::npos);
   EXPECT_EQ(src.find("cudaMalloc"), std::string::npos) << "generated code never allocates";
-  // Grid-stride loops are kept rolled: they run once per thread on a full grid, and unrolling
-  // them costs a 64-bit division for the trip count (generate_cuda.cpp).
-  std::size_t strides = 0, rolled = 0;
-  for (std::size_t at = src.find("+= gridDim."); at != std::string::npos; at = src.find("+= gridDim.", at + 1)) ++strides;
-  for (std::size_t at = src.find("#pragma unroll 1\n  for ("); at != std::string::npos;
-       at = src.find("#pragma unroll 1\n  for (", at + 1))
-    ++rolled;
-  EXPECT_EQ(rolled, strides);
+  // A thread's point comes from its block and the launch's piece: no loop over the grid (one
+  // ran once per thread and its setup doubled the registers: generate_cuda.cpp).
+  EXPECT_EQ(src.find("gridDim"), std::string::npos);
   bool tables = false, scans = false;
   for (std::size_t k = 0; k < b.schedule.kernels.size(); ++k) {
     tables |= !b.schedule.kernels[k].connectivities.empty();
@@ -275,7 +270,7 @@ TEST(CudaNvrtc, CompilesThroughTheModuleCache) {
   std::filesystem::remove_all(dir);
 }
 
-// The grid the runtime launches: partial blocks round up, blocks along y and z are capped, an
+// The grid the runtime launches: partial blocks round up, a block per row along y and z, an
 // empty box along any loop dimension (a scan's own included) launches nothing.
 TEST(CudaLaunch, GridCoversTheBoxWithPartialBlocks) {
   codegen::CudaLaunch l;
@@ -290,8 +285,8 @@ TEST(CudaLaunch, GridCoversTheBoxWithPartialBlocks) {
   EXPECT_EQ(g.y, 3);
   EXPECT_EQ(g.z, 70);
   const std::int64_t big[] = {0, 1000, 0, 1000, 0, 70000, 0, 1};
-  EXPECT_EQ(codegen::cuda_grid(l, big).y, codegen::cuda_max_grid_yz);
-  EXPECT_EQ(codegen::cuda_grid(l, big).z, codegen::cuda_max_grid_yz);
+  EXPECT_EQ(codegen::cuda_grid(l, big).y, 70000);
+  EXPECT_EQ(codegen::cuda_grid(l, big).z, 1000000);
   const std::int64_t empty[] = {0, 10, 3, 3, 0, 5, 0, 129};
   EXPECT_EQ(codegen::cuda_grid(l, empty).x, 0);
   codegen::CudaLaunch scan = l;  // a scan over dim 1: not in the grid, but an empty one is no work
@@ -305,8 +300,45 @@ TEST(CudaLaunch, GridCoversTheBoxWithPartialBlocks) {
   EXPECT_EQ(codegen::cuda_grid(flat, dom).z, 1);
 }
 
-// Backend::cuda on this machine: a typed error saying why when there is no device (or no CUDA in
-// this build); with a device the GPU checks are in scripts/gpu-check.sh.
+// A grid with more rows than CUDA allows blocks is launched in pieces that cover every row once,
+// none larger than the limit; a grid within it is one launch; an empty one none.
+TEST(CudaLaunch, PiecesCoverEveryRowOnceWithinTheLimit) {
+  for (const codegen::CudaGrid g : {codegen::CudaGrid{2, 7, 5}, codegen::CudaGrid{1, 70000, 1},
+                                    codegen::CudaGrid{3, 65535, 131071}, codegen::CudaGrid{1, 65536, 65536}}) {
+    std::map<std::pair<std::int64_t, std::int64_t>, int> rows;  // (y, z) -> times covered
+    int pieces = 0;
+    codegen::for_each_cuda_piece(g, codegen::cuda_max_grid_yz, [&](std::int64_t x, std::int64_t y, std::int64_t z,
+                                                                   std::int64_t y0, std::int64_t z0) {
+      ++pieces;
+      EXPECT_EQ(x, g.x);
+      EXPECT_GE(y, 1);
+      EXPECT_GE(z, 1);
+      EXPECT_LE(y, codegen::cuda_max_grid_yz);
+      EXPECT_LE(z, codegen::cuda_max_grid_yz);
+      EXPECT_LE(y0 + y, g.y);
+      EXPECT_LE(z0 + z, g.z);
+      // Rows are counted at the pieces' corners and edges (all rows would be 2^32 here).
+      for (std::int64_t yy : {y0, y0 + y - 1})
+        for (std::int64_t zz : {z0, z0 + z - 1}) ++rows[{yy, zz}];
+    });
+    const std::int64_t py = (g.y + 65534) / 65535, pz = (g.z + 65534) / 65535;
+    EXPECT_EQ(pieces, py * pz) << g.y << " x " << g.z;
+    EXPECT_TRUE(rows.count({0, 0}) && rows.count({g.y - 1, g.z - 1})) << "the first and last rows";
+  }
+  int none = 0;
+  codegen::for_each_cuda_piece(codegen::CudaGrid{}, codegen::cuda_max_grid_yz, [&](auto...) { ++none; });
+  EXPECT_EQ(none, 0);
+  // Small pieces, every row counted: 7 x 5 rows in pieces of 3.
+  std::map<std::pair<std::int64_t, std::int64_t>, int> rows;
+  codegen::for_each_cuda_piece(codegen::CudaGrid{1, 7, 5}, 3, [&](std::int64_t, std::int64_t y, std::int64_t z,
+                                                                   std::int64_t y0, std::int64_t z0) {
+    for (std::int64_t yy = y0; yy < y0 + y; ++yy)
+      for (std::int64_t zz = z0; zz < z0 + z; ++zz) ++rows[{yy, zz}];
+  });
+  EXPECT_EQ(rows.size(), 35u);
+  for (const auto& [row, times] : rows) EXPECT_EQ(times, 1) << row.first << ", " << row.second;
+}
+
 // The race check of the emulation. The pipeline never makes a kernel whose threads share an
 // element (break_write_hazards gives an in/out statement such as w = f(w(I+1)) a double buffer),
 // so these tests undo that: the step writes w itself and the copy is dropped. Each thread then
@@ -363,9 +395,9 @@ TEST(CudaRaceCheck, ThreadsOfALaunchSharingAnElementAreReported) {
                         static_cast<int>(codegen::cuda_max_grid_yz))
                 .find("data race"),
             std::string::npos);
-  // With three blocks striding over 4 levels, block 0 sweeps levels 0 and 3: w(K-3) is then
-  // read by the thread that wrote it, which is no race for that grid (a GPU's grid has a block
-  // per level: the runner's emulated launches, and the grid above, find it).
+  // In pieces of three levels, levels 0-2 are one launch and level 3 the next: w(K-3) is then
+  // read a launch after it was written, which is no race for that launching (a GPU launches the
+  // 4 levels at once: the runner's emulated launches, and the grid above, find it).
   EXPECT_EQ(race_report(racing_step([&](const Expr& w) { return w(K - 3); }, 5, 4), 5, 4, 3), "");
   EXPECT_NE(race_report(racing_step([&](const Expr& w) { return w(K - 3); }, 5, 4), 5, 4, 4).find("data race"),
             std::string::npos);
@@ -381,6 +413,8 @@ TEST(CudaRaceCheck, TheDoubleBufferedStepHasNoRace) {
   EXPECT_EQ(race_report(driver::build_cuda_source(pb.build(), CompileOptions{}), 200, 4, 3), "");
 }
 
+// Backend::cuda on this machine: a typed error saying why when there is no device (or no CUDA in
+// this build); with a device the GPU checks are in scripts/gpu-check.sh.
 TEST(CudaBackend, WithoutADeviceCompileSaysWhy) {
 #ifdef FIELDFLOW_WITH_CUDA
   std::string why;

@@ -94,6 +94,53 @@ struct DeviceFields {
   }
 };
 
+// A box with more rows than CUDA allows blocks along y (or z) is launched in pieces, each given
+// its first row: 70,000 rows of J become launches of 65,535 and 4,465 blocks along y, 65,600
+// levels along z launches of 65,535 and 65 (the emulated runtime refuses a grid past CUDA's
+// limits, as a device does). Each point reads its neighbour in the next row, across the pieces'
+// boundary too, and equals the reference.
+TEST_F(EmulatedRunner, ABoxWithMoreRowsThanCudaHasBlocksIsLaunchedInPieces) {
+  const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+  for (const bool along_z : {false, true}) {
+    SCOPED_TRACE(along_z ? "levels along z" : "rows along y");
+    ProgramBuilder pb(along_z ? "tall_k" : "tall_j");
+    Expr a = pb.field("a", {I, J, K}, DType::float64), o = pb.field("o", {I, J, K}, DType::float64);
+    Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
+    pb.call("next_row", (along_z ? a(K + 1) : a(J + 1)) * 0.5 - a, {o}, {{I, 0, ni}, {J, 0, nj}, {K, 0, nk}});
+    const ir::Program program = pb.build();
+    const std::int64_t rows = along_z ? 65600 : 70000, n_i = 3, n_j = along_z ? 1 : rows, n_k = along_z ? rows : 1;
+    Field fa({I, J, K}, DType::float64, {n_i, n_j + !along_z, n_k + along_z}, {}, Layout::horizontal_fastest);
+    Field fo({I, J, K}, DType::float64, {n_i, n_j, n_k}, {}, Layout::horizontal_fastest);
+    for (std::int64_t i = 0; i < n_i; ++i)
+      for (std::int64_t j = 0; j < n_j + !along_z; ++j)
+        for (std::int64_t k = 0; k < n_k + along_z; ++k) fa.at<double>({i, j, k}) = static_cast<double>((i * 7 + j * 3 + k * 5) % 101) + 0.25;
+    Arguments args;
+    args.field("a", fa).field("o", fo).scalar("ni", n_i).scalar("nj", n_j).scalar("nk", n_k);
+    const testing_support::ReferenceOutcome ref = testing_support::run_reference_on_copies(program, args);
+    ASSERT_EQ(ref.error, nullptr);
+    EmulatedProgram p = make(program, TransientMemoryMode::pool);
+    emulator_.forget_calls();
+    (*p.program)(args);
+    ASSERT_EQ(emulator_.launch_pieces.size(), 2u);
+    const auto& first = emulator_.launch_pieces[0];
+    const auto& second = emulator_.launch_pieces[1];
+    if (along_z) {
+      EXPECT_EQ(first.grid_z, 65535u);
+      EXPECT_EQ(second.grid_z, 65u);
+      EXPECT_EQ(second.z0, 65535);
+      EXPECT_EQ(second.y0, 0);
+    } else {
+      EXPECT_EQ(first.grid_y, 65535u);
+      EXPECT_EQ(second.grid_y, 4465u);
+      EXPECT_EQ(second.y0, 65535);
+      EXPECT_EQ(second.z0, 0);
+    }
+    EXPECT_EQ(first.y0, 0);
+    EXPECT_EQ(first.z0, 0);
+    for (const auto& [mine, theirs] : ref.pairs) EXPECT_TRUE(same_bits(*theirs, *mine, "a field"));
+  }
+}
+
 // In persistent mode a steady-state call copies nothing: same fields, same transients. (In pool
 // mode the transients may come back at other addresses, and the descriptor is uploaded again.)
 TEST_F(EmulatedRunner, DeviceFieldsEqualTheReferenceWithOneSyncAndNoCopies) {

@@ -28,7 +28,7 @@ namespace fieldflow::testing_support {
 
 // What the emulated runtime saw.
 struct Emulator {
-  using Launch = void (*)(int, unsigned, unsigned, unsigned, unsigned, const ff_call*);
+  using Launch = void (*)(int, unsigned, unsigned, unsigned, unsigned, const ff_call*, std::int64_t, std::int64_t);
   Launch launch = nullptr;
   std::vector<std::string> symbols;                 // the kernels a library has, by launch index
   std::vector<std::pair<std::uintptr_t, std::size_t>> device;  // address ranges that are device memory
@@ -38,6 +38,11 @@ struct Emulator {
   };
   std::vector<Copy> copies;
   std::vector<cudaStream_t> launch_streams, copy_streams;
+  struct Piece {
+    unsigned grid_y, grid_z;
+    std::int64_t y0, z0;
+  };
+  std::vector<Piece> launch_pieces;  // each launch's blocks along y and z and its first rows
   int syncs = 0;
   int pointer_queries = 0;           // cudaPointerGetAttributes calls
   int device_of_memory = 0;          // the device its device memory says it belongs to
@@ -64,6 +69,7 @@ struct Emulator {
   void forget_calls() {
     copies.clear();
     launch_streams.clear();
+    launch_pieces.clear();
     copy_streams.clear();
     syncs = 0;
     pointer_queries = 0;
@@ -107,9 +113,14 @@ inline const runtime::cuda::CudaApi emulated_api{
     },
     [](cudaKernel_t k, dim3 grid, dim3 block, void** args, cudaStream_t s) {
       if (emulator->launch_result != cudaSuccess) return emulator->launch_result;
+      // CUDA's limits, as a device checks them.
+      if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535 || block.x == 0)
+        return cudaErrorInvalidConfiguration;
       emulator->launch_streams.push_back(s);
+      const std::int64_t y0 = *static_cast<const std::int64_t*>(args[1]), z0 = *static_cast<const std::int64_t*>(args[2]);
+      emulator->launch_pieces.push_back({grid.y, grid.z, y0, z0});
       const int index = static_cast<int>(reinterpret_cast<std::uintptr_t>(k)) - 1;
-      emulator->launch(index, grid.x, grid.y, grid.z, block.x, *static_cast<const ff_call* const*>(args[0]));
+      emulator->launch(index, grid.x, grid.y, grid.z, block.x, *static_cast<const ff_call* const*>(args[0]), y0, z0);
       return cudaSuccess;
     },
     [](int* device) {

@@ -68,7 +68,8 @@ class CudaKernelEmitter : public PointEmitter {
       store_value(p, inner, ind);
     }
 
-    std::string code = fmt::format("// kernel {}: '{}' ({}{})\nextern \"C\" __global__ void __launch_bounds__({}) {}(const ff_call* {} call) {{\n",
+    std::string code = fmt::format("// kernel {}: '{}' ({}{})\nextern \"C\" __global__ void __launch_bounds__({}) {}(const ff_call* {} call, "
+                                   "std::int64_t ff_y0, std::int64_t ff_z0) {{\n",
                                    kidx_, k_.name, scan ? "scan" : "pointwise",
                                    consumer ? fmt::format(", with kernel {} '{}' in its level loop", kidx_ + 1,
                                                           s_.kernels[kidx_ + 1].name)
@@ -79,49 +80,51 @@ class CudaKernelEmitter : public PointEmitter {
     const bool raises_errors = uses_error_ || (consumer && consumer->uses_error());
     code += d_.text;
     code += raises_errors ? "  std::int32_t err = 0;\n" : "";
-    int open_loops = 0;  // the y and z loops around the point
+    // A thread's point: x from its block and thread, the row along y and z from its block plus
+    // the first row of the launch's piece (ff_y0, ff_z0: cuda_grid). No loop: a grid-stride loop
+    // ran once per thread, yet its strength-reduced increments and NVRTC's unrolled trip count
+    // (a 64-bit division) were set up in every thread and doubled the registers (docs/cuda.md).
+    std::string in_grid;
     if (grid.empty()) {
-      code += "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n";
+      in_grid = "blockIdx.x == 0 && threadIdx.x == 0";
     } else {
       const Dimension& x = grid.back();
       code += fmt::format("  const std::int64_t {} = {} + std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;\n", var(x),
                           lo(x));
-      code += fmt::format("  if ({} < {}) {{\n", var(x), hi(x));
-      // Blocks stride over their dimension: a grid-stride loop per grid axis. Not unrolled: a
-      // loop whose step is gridDim runs once per thread unless the box has more than 65,535 rows
-      // along the axis, and the unrolled loop's trip count costs every thread a 64-bit division
-      // (a subroutine call on the GPU, the cost c2a800a removed from the point's indexing),
-      // its copies triple the code and, in masked_update, spilled a register.
-      const auto stride = [&](const std::string& v, const std::string& from, const std::string& to, char axis) {
-        code += fmt::format("  #pragma unroll 1\n  for (std::int64_t {0} = {1} + blockIdx.{3}; {0} < {2}; {0} += gridDim.{3}) {{\n",
-                            v, from, to, axis);
-        ++open_loops;
+      in_grid = fmt::format("{} < {}", var(x), hi(x));
+      const auto row = [&](const std::string& v, const std::string& from, const std::string& to, const char* first,
+                           char axis) {
+        code += fmt::format("  const std::int64_t {} = {} + {} + blockIdx.{};\n", v, from, first, axis);
+        in_grid += fmt::format(" && {} < {}", v, to);
       };
+      if (grid.size() > 1) {
+        const Dimension& y = grid[grid.size() - 2];
+        row(var(y), lo(y), hi(y), "ff_y0", 'y');
+      }
       // The dimensions beyond x and y (K of a 3-D kernel) go along z. More than one (a kernel over
-      // four or more dimensions) are flattened, slowest first, and split once per z step.
-      if (grid.size() == 3) stride(var(grid[0]), lo(grid[0]), hi(grid[0]), 'z');
+      // four or more dimensions) are flattened, slowest first, and split once per thread.
+      if (grid.size() == 3) row(var(grid[0]), lo(grid[0]), hi(grid[0]), "ff_z0", 'z');
       if (grid.size() > 3) {
         std::string rest = "std::int64_t(1)";
         for (std::size_t a = 0; a + 2 < grid.size(); ++a) rest += fmt::format(" * ({} - {})", hi(grid[a]), lo(grid[a]));
-        stride("rz", "0", rest, 'z');
-        code += "    std::int64_t q = rz;\n";
-        for (std::size_t a = grid.size() - 2; a-- > 0;) {
-          const Dimension& d = grid[a];
-          if (a == 0) {
-            code += fmt::format("    const std::int64_t {} = {} + q;\n", var(d), lo(d));
-          } else {
-            code += fmt::format("    const std::int64_t {0} = {1} + q % ({2} - {1});\n    q /= {2} - {1};\n", var(d), lo(d),
-                                hi(d));
-          }
-        }
-      }
-      if (grid.size() > 1) {
-        const Dimension& y = grid[grid.size() - 2];
-        stride(var(y), lo(y), hi(y), 'y');
+        row("rz", "0", rest, "ff_z0", 'z');
       }
     }
-    // The point's code in its own block, inside the z and y loops and the test of x.
-    code += "    {\n" + inner + "    }\n" + std::string(open_loops, '}') + (open_loops ? "\n" : "") + "  }\n";
+    code += fmt::format("  if ({}) {{\n", in_grid);
+    if (grid.size() > 3) {
+      code += "    std::int64_t q = rz;\n";
+      for (std::size_t a = grid.size() - 2; a-- > 0;) {
+        const Dimension& d = grid[a];
+        if (a == 0) {
+          code += fmt::format("    const std::int64_t {} = {} + q;\n", var(d), lo(d));
+        } else {
+          code += fmt::format("    const std::int64_t {0} = {1} + q % ({2} - {1});\n    q /= {2} - {1};\n", var(d), lo(d),
+                              hi(d));
+        }
+      }
+    }
+    // The point's code in its own block, inside the test of the grid.
+    code += "    {\n" + inner + "    }\n  }\n";
     code += raises_errors ? "  if (err) atomicOr(reinterpret_cast<unsigned int*>(call->error), static_cast<unsigned int>(err));\n" : "";
     launch.raises_errors = raises_errors;
     return {code + "}\n\n", launch};
@@ -211,7 +214,7 @@ CudaGrid cuda_grid(const CudaLaunch& launch, const std::int64_t* dom) {
   for (int a : launch.z_axes) z *= extent(a);
   const std::int64_t x = launch.x_axis < 0 ? 1 : extent(launch.x_axis);
   const std::int64_t y = launch.y_axis < 0 ? 1 : extent(launch.y_axis);
-  return {(x + launch.block_x - 1) / launch.block_x, std::min(y, cuda_max_grid_yz), std::min(z, cuda_max_grid_yz)};
+  return {(x + launch.block_x - 1) / launch.block_x, y, z};
 }
 
 }  // namespace fieldflow::codegen

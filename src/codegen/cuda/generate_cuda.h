@@ -11,10 +11,11 @@ namespace fieldflow::codegen {
 
 // How the runtime launches one kernel. Threads along x cover the kernel's unit-stride loop
 // dimension (coalesced loads and stores), blocks along y the next one (J of a Cartesian grid, the
-// levels of a mesh), blocks along z the others, flattened. Each block strides over y and z (the
-// grid's sizes are capped), so a thread finds its point without dividing: 64-bit division is a
-// long instruction sequence on a GPU, once per point when it splits a flattened index. A scan's
-// own dimension is not in the grid: each thread sweeps its column with the carry in registers.
+// levels of a mesh), blocks along z the others, flattened. One block per row along y and z, so a
+// thread finds its point without dividing (64-bit division is a long instruction sequence on a
+// GPU) and without looping; a box with more rows than CUDA allows blocks (65,535 along y and z)
+// is launched in pieces (cuda_grid). A scan's own dimension is not in the grid: each thread
+// sweeps its column with the carry in registers.
 struct CudaLaunch {
   std::string symbol;          // extern "C" __global__ function
   int kernel = 0;              // index into Schedule::kernels (its box is in ff_call::domains)
@@ -44,19 +45,31 @@ struct CudaSource {
 
 // Sizes, strides and boxes are read from an ff_call in device memory (the runtime copies the
 // descriptor before the launches), so one module serves every grid size, as on the CPU. Kernels
-// take `const ff_call*` and report failed in-kernel checks with atomicOr into call->error.
+// take `(const ff_call* call, int64_t y0, int64_t z0)`, y0 and z0 the first row along y and z of
+// the launch's piece, and report failed in-kernel checks with atomicOr into call->error.
 CudaSource generate_cuda_source(const ir::Schedule& s, const CudaCodegenOptions& options = {});
 
 // What every CUDA translation unit has before the kernels (once, however many programs follow):
 // fieldflow/abi.h and ff_limits, the numeric_limits of device code (NVRTC has no <limits>).
 std::string cuda_preamble();
 
-// Launch grid of one kernel for a call's loop boxes (ff_call::domains): blocks along x, y and z;
-// all 0 when the box is empty (the launch is skipped, like the CPU kernel's early return).
+// Launch grid of one kernel for a call's loop boxes (ff_call::domains): blocks along x, and the
+// rows along y and z (a block each); all 0 when the box is empty (the launch is skipped, like the
+// CPU kernel's early return).
 struct CudaGrid {
   std::int64_t x = 0, y = 0, z = 0;
 };
 CudaGrid cuda_grid(const CudaLaunch& launch, const std::int64_t* kernel_domain);
 inline constexpr std::int64_t cuda_max_grid_yz = 65535;  // CUDA's limit of gridDim.y and gridDim.z
+
+// The launches of `grid`: pieces of at most `max_yz` rows along y and along z, each launched as
+// launch(x, y, z, y0, z0) with its blocks and its first rows. Usually one; none when empty.
+template <class Launch>
+void for_each_cuda_piece(const CudaGrid& grid, std::int64_t max_yz, Launch&& launch) {
+  if (grid.x <= 0) return;
+  for (std::int64_t z0 = 0; z0 < grid.z; z0 += max_yz)
+    for (std::int64_t y0 = 0; y0 < grid.y; y0 += max_yz)
+      launch(grid.x, grid.y - y0 < max_yz ? grid.y - y0 : max_yz, grid.z - z0 < max_yz ? grid.z - z0 : max_yz, y0, z0);
+}
 
 }  // namespace fieldflow::codegen

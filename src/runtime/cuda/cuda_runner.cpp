@@ -175,11 +175,15 @@ class CudaRunner final : public DeviceRunner {
     for (std::size_t i = 0; i < o_.launches.size(); ++i) {
       const codegen::CudaLaunch& l = o_.launches[i];
       const codegen::CudaGrid g = codegen::cuda_grid(l, c.domains + l.kernel * 2 * FF_MAX_DIMS);
-      if (g.x == 0) continue;
-      void* args[] = {&device_call};
-      check(api_.launch(kernels_[i], dim3(static_cast<unsigned>(g.x), static_cast<unsigned>(g.y), static_cast<unsigned>(g.z)),
-                        dim3(static_cast<unsigned>(l.block_x)), args, stream),
-            "cudaLaunchKernel", fmt::format("{}' kernel '{}", p, l.symbol));
+      codegen::for_each_cuda_piece(g, codegen::cuda_max_grid_yz, [&](std::int64_t x, std::int64_t y, std::int64_t z,
+                                                                     std::int64_t y0, std::int64_t z0) {
+        void* args[] = {&device_call, &y0, &z0};
+        const cudaError_t launched =
+            api_.launch(kernels_[i], dim3(static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z)),
+                        dim3(static_cast<unsigned>(l.block_x)), args, stream);
+        // The message is formatted only on failure: a call in steady state allocates nothing.
+        if (launched != cudaSuccess) check(launched, "cudaLaunchKernel", fmt::format("{}' kernel '{}", p, l.symbol));
+      });
     }
     // The error flag is read only when a kernel can raise one; without it, and without host
     // outputs to copy back, the call synchronises once, like hand-written code.
