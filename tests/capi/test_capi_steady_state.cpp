@@ -1,81 +1,16 @@
 // Steady-state runs through the C API allocate nothing, counted below fieldflow's own counters:
 // the global operator new AND malloc (calloc, realloc, the aligned variants) are replaced in this
-// executable, so every heap allocation of the process — fieldflow, libstdc++, OpenMP — is seen.
+// executable (support/counting_allocator.h), so every heap allocation of the process — fieldflow,
+// libstdc++, OpenMP — is seen.
 // Covered: runs with nothing set again; a time loop that sets every argument each step (same
 // arrays); one that swaps two buffers (double buffering); a scalar that changes every step;
 // external memory (a caller workspace) and a mesh program with tables.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cerrno>
 #include <cstdlib>
-#include <new>
 
 #include "capi/capi_harness.h"
-
-extern "C" {
-void* __libc_malloc(size_t);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void* __libc_memalign(size_t, size_t);
-void __libc_free(void*);
-}
-
-namespace {
-std::atomic<long> allocations{0};
-void count() { allocations.fetch_add(1, std::memory_order_relaxed); }
-}  // namespace
-
-extern "C" {
-void* malloc(size_t n) {
-  count();
-  return __libc_malloc(n);
-}
-void* calloc(size_t n, size_t size) {
-  count();
-  return __libc_calloc(n, size);
-}
-void* realloc(void* p, size_t n) {
-  count();
-  return __libc_realloc(p, n);
-}
-void* memalign(size_t alignment, size_t n) {
-  count();
-  return __libc_memalign(alignment, n);
-}
-void* aligned_alloc(size_t alignment, size_t n) {
-  count();
-  return __libc_memalign(alignment, n);
-}
-int posix_memalign(void** p, size_t alignment, size_t n) {
-  count();
-  *p = __libc_memalign(alignment, n);
-  return *p ? 0 : ENOMEM;
-}
-void free(void* p) { __libc_free(p); }
-}
-
-void* operator new(std::size_t n) {
-  count();
-  if (void* p = __libc_malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  count();
-  if (void* p = __libc_malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  count();
-  if (void* p = __libc_memalign(static_cast<std::size_t>(a), n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { __libc_free(p); }
-void operator delete(void* p, std::size_t) noexcept { __libc_free(p); }
-void operator delete[](void* p) noexcept { __libc_free(p); }
-void operator delete[](void* p, std::size_t) noexcept { __libc_free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { __libc_free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { __libc_free(p); }
+#include "support/counting_allocator.h"
 
 namespace fieldflow::capi_test {
 namespace {
@@ -86,9 +21,9 @@ const examples::ExampleSize size{12, 10, 6};
 template <class Step>
 long allocations_in(int steps, Step&& step) {
   for (int i = 0; i < 3; ++i) step(i);
-  const long before = allocations.load();
+  const long before = testing_support::heap_allocations();
   for (int i = 0; i < steps; ++i) step(i);
-  return allocations.load() - before;
+  return testing_support::heap_allocations() - before;
 }
 
 ff_options options(int memory_mode) {
@@ -102,13 +37,13 @@ ff_options options(int memory_mode) {
 }
 
 TEST(CApiSteadyState, TheCounterSeesMallocAndNew) {
-  const long before = allocations.load();
+  const long before = testing_support::heap_allocations();
   // Through volatile pointers: the compiler may drop a malloc/free or new/delete pair it can see.
   void* volatile p = std::malloc(16);
   std::free(p);
   int* volatile q = new int(3);
   delete q;
-  EXPECT_EQ(allocations.load() - before, 2);
+  EXPECT_EQ(testing_support::heap_allocations() - before, 2);
 }
 
 TEST(CApiSteadyState, RunsWithExternalWorkspaceAllocateNothing) {

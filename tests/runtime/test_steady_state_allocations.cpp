@@ -1,75 +1,19 @@
 // Steady-state calls allocate nothing, counted by replacing the global operator new and the C
-// allocation functions (fieldflow's own counters only see the transient-memory route; malloc
-// also counts what OpenMP or the C library allocate): the fast path of repeated calls, in pool
-// mode, for a program with transients and one whose kernels check reads while running (their
-// outputs are saved for atomic calls in copies kept across calls), views whose memory changes
-// every step (a model's time levels), and no output copies for a program whose checks all run
-// before the call (fixed-index neighbour shifts).
+// allocation functions (support/counting_allocator.h: fieldflow's own counters only see the
+// transient-memory route; malloc also counts what OpenMP or the C library allocate): the fast
+// path of repeated calls, in pool mode, for a program with transients and one whose kernels check
+// reads while running (their outputs are saved for atomic calls in copies kept across calls),
+// views whose memory changes every step (a model's time levels), and no output copies for a
+// program whose checks all run before the call (fixed-index neighbour shifts).
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
 #include "fieldflow/compile.h"
 #include "fieldflow/dsl.h"
 #include "fieldflow/examples.h"
-
-namespace {
-std::atomic<long> allocations{0};  // operator new and every C allocation function
-std::atomic<long> allocated_bytes{0};
-}  // namespace
-
-// glibc's own entry points: the replacements below count, then forward (ELF interposition makes
-// every library of the process, libfieldflow and libgomp included, call the replacements).
-extern "C" {
-void* __libc_malloc(std::size_t);
-void* __libc_calloc(std::size_t, std::size_t);
-void* __libc_realloc(void*, std::size_t);
-void* __libc_memalign(std::size_t, std::size_t);
-void __libc_free(void*);
-
-void* malloc(std::size_t n) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  allocated_bytes.fetch_add(static_cast<long>(n), std::memory_order_relaxed);
-  return __libc_malloc(n);
-}
-void* calloc(std::size_t n, std::size_t size) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  allocated_bytes.fetch_add(static_cast<long>(n * size), std::memory_order_relaxed);
-  return __libc_calloc(n, size);
-}
-void* realloc(void* p, std::size_t n) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  allocated_bytes.fetch_add(static_cast<long>(n), std::memory_order_relaxed);
-  return __libc_realloc(p, n);
-}
-void* aligned_alloc(std::size_t alignment, std::size_t n) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  allocated_bytes.fetch_add(static_cast<long>(n), std::memory_order_relaxed);
-  return __libc_memalign(alignment, n);
-}
-int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  allocated_bytes.fetch_add(static_cast<long>(n), std::memory_order_relaxed);
-  void* p = __libc_memalign(alignment, n);
-  if (!p && n) return 12;  // ENOMEM
-  *out = p;
-  return 0;
-}
-void free(void* p) { __libc_free(p); }
-}
-
-void* operator new(std::size_t n) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  allocated_bytes.fetch_add(static_cast<long>(n), std::memory_order_relaxed);
-  if (void* p = __libc_malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { __libc_free(p); }
-void operator delete(void* p, std::size_t) noexcept { __libc_free(p); }
+#include "support/counting_allocator.h"
 
 namespace fieldflow {
 namespace {
@@ -78,9 +22,9 @@ const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
 
 long allocations_in_calls(CompiledProgram& program, const Arguments& args, int calls) {
   for (int warm = 0; warm < 3; ++warm) program(args);
-  const long before = allocations.load();
+  const long before = testing_support::heap_allocations();
   for (int c = 0; c < calls; ++c) program(args);
-  return allocations.load() - before;
+  return testing_support::heap_allocations() - before;
 }
 
 TEST(SteadyState, RepeatedCallsAllocateNothing) {
@@ -133,9 +77,9 @@ TEST(SteadyState, ViewsSwappingTimeLevelsAllocateNothing) {
       }
     };
     run_steps(4);
-    const long before = allocations.load();
+    const long before = testing_support::heap_allocations();
     run_steps(50);
-    EXPECT_EQ(allocations.load() - before, 0) << to_string(layout);
+    EXPECT_EQ(testing_support::heap_allocations() - before, 0) << to_string(layout);
   }
 }
 
@@ -153,9 +97,9 @@ TEST(SteadyState, ChecksBeforeTheCallKeepNoCopyOfTheOutputs) {
     examples::ExampleInstance inst = ex.make_instance({24, 24, nk, true}, Layout::vertical_fastest, 3);
     CompiledProgram fresh = compile(ex.program, o);  // the module is cached: a new instance, bound anew
     Arguments args = inst.arguments();
-    const long before = allocated_bytes.load();
+    const long before = testing_support::heap_allocated_bytes();
     fresh(args);
-    first_call.push_back(allocated_bytes.load() - before);
+    first_call.push_back(testing_support::heap_allocated_bytes() - before);
     output_bytes.push_back(static_cast<long>(inst.fields.at("out").bytes()));
     EXPECT_EQ(allocations_in_calls(fresh, args, 20), 0) << nk << " levels";
   }
