@@ -44,6 +44,7 @@ using testing_support::gather_program;
 
 using testing_support::same_bits;
 using testing_support::Emulator;
+using testing_support::EmulatedDeviceFields;
 using testing_support::EmulatedDeviceMemory;
 using testing_support::EmulatedProgram;
 using testing_support::owned_stream;
@@ -62,36 +63,6 @@ class EmulatedRunner : public ::testing::Test {
 
   Emulator emulator_;
   EmulatedDeviceMemory memory_{emulator_};
-};
-
-// An instance's fields copied into memory the emulator calls device memory, as Device::cuda views.
-struct DeviceFields {
-  Emulator& e;
-  std::map<std::string, std::vector<std::byte>> memory;
-  std::map<std::string, Field> views;
-  Arguments args;
-  DeviceFields(Emulator& em, examples::ExampleInstance& inst) : e(em) {
-    for (auto& [name, f] : inst.fields) {
-      auto& m = memory[name];
-      m.resize(f.span_bytes() + 64);
-      std::byte* p = m.data() + (64 - reinterpret_cast<std::uintptr_t>(m.data()) % 64) % 64;
-      std::memcpy(p, f.data(), f.span_bytes());
-      e.add_device(p, f.span_bytes());
-      views.emplace(name, Field::view(p, f.dims(), f.dtype(), f.shape(), f.strides(), f.origin(), Device::cuda));
-    }
-    const Arguments host = inst.arguments();
-    for (const auto& en : host.entries()) {
-      if (en.kind == Arguments::Entry::Kind::field) args.field(en.name, views.at(en.name));
-      if (en.kind == Arguments::Entry::Kind::scalar) args.scalar(en.name, en.scalar);
-      if (en.kind == Arguments::Entry::Kind::connectivity) args.connectivity(en.name, *en.table);
-    }
-  }
-  ~DeviceFields() {
-    for (auto& [name, v] : views) e.remove_device(v.data());
-  }
-  void copy_back(examples::ExampleInstance& inst) {
-    for (auto& [name, f] : inst.fields) std::memcpy(f.data(), views.at(name).data(), f.span_bytes());
-  }
 };
 
 // A box with more rows than CUDA allows blocks along y (or z) is launched in pieces, each given
@@ -153,7 +124,7 @@ TEST_F(EmulatedRunner, DeviceFieldsEqualTheReferenceWithOneSyncAndNoCopies) {
     auto ref = ex.make_instance(size, Layout::horizontal_fastest, 3);
     auto dev = ex.make_instance(size, Layout::horizontal_fastest, 3);
     run_reference(ex.program, ref.arguments());
-    DeviceFields d(emulator_, dev);
+    EmulatedDeviceFields d(emulator_, dev);
     emulator_.forget_calls();
     (*p.program)(d.args);
     // First call: the descriptor and every table go to the device, no field does.
@@ -233,7 +204,7 @@ TEST_F(EmulatedRunner, EveryExampleInEveryModeEqualsTheReferenceAndUsesTheModesA
       auto dev = ex.make_instance(size, Layout::horizontal_fastest, 5);
       run_reference(ex.program, ref.arguments());
       run_reference(ex.program, ref.arguments());  // two calls, as below: in/out fields (masked_update) change
-      DeviceFields d(emulator_, dev);
+      EmulatedDeviceFields d(emulator_, dev);
       const bool has_transients = !p.program->memory_plan(size_symbols(ex.program, d.args)).transients.empty();
       testing::EventLog log;
       (*p.program)(d.args);
@@ -324,7 +295,7 @@ TEST_F(EmulatedRunner, MemoryElsewhereThanTheFieldSaysIsRefusedBeforeAnythingRun
   const auto& ex = examples::example("laplacian");
   EmulatedProgram p = make(ex.program);
   auto inst = ex.make_instance({20, 10, 4}, Layout::horizontal_fastest, 2);
-  DeviceFields d(emulator_, inst);
+  EmulatedDeviceFields d(emulator_, inst);
   const Field& out = d.views.at("out");
   // A Device::cuda view over host memory.
   Field host_as_device = Field::view(inst.fields.at("out").data(), out.dims(), out.dtype(), out.shape(), out.strides(),
@@ -357,7 +328,7 @@ TEST_F(EmulatedRunner, MovedViewsAreCheckedAgainAndCudaFailuresAreTypedErrors) {
   const auto& ex = examples::example("laplacian");
   EmulatedProgram p = make(ex.program);
   auto inst = ex.make_instance({20, 10, 4}, Layout::horizontal_fastest, 2);
-  DeviceFields d(emulator_, inst);
+  EmulatedDeviceFields d(emulator_, inst);
   (*p.program)(d.args);
   emulator_.forget_calls();
   (*p.program)(d.args);
@@ -474,7 +445,7 @@ TEST_F(EmulatedRunner, ACallFromAnotherCurrentDeviceIsRefused) {
   const auto& ex = examples::example("vadv");
   EmulatedProgram p = make(ex.program, TransientMemoryMode::scoped);
   auto inst = ex.make_instance({20, 10, 4}, Layout::horizontal_fastest, 2);
-  DeviceFields d(emulator_, inst);
+  EmulatedDeviceFields d(emulator_, inst);
   (*p.program)(d.args);
   emulator_.current_device = 1;
   emulator_.forget_calls();

@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <map>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "driver/cuda_build.h"
+#include "fieldflow/examples.h"
 #include "runtime/compiled_program.h"
 #include "runtime/cuda/cuda_runner.h"
 #include "runtime/memory_route.h"
@@ -43,6 +46,9 @@ struct Emulator {
     std::int64_t y0, z0;
   };
   std::vector<Piece> launch_pieces;  // each launch's blocks along y and z and its first rows
+  // Whether copies and launches are written down above (not in a count of the runner's own
+  // heap allocations: the vectors would allocate).
+  bool record = true;
   int syncs = 0;
   int pointer_queries = 0;           // cudaPointerGetAttributes calls
   int device_of_memory = 0;          // the device its device memory says it belongs to
@@ -107,8 +113,10 @@ inline const runtime::cuda::CudaApi emulated_api{
     },
     [](void* to, const void* from, std::size_t bytes, cudaStream_t s) {
       std::memcpy(to, from, bytes);
-      emulator->copies.push_back({bytes, emulator->is_device(from), emulator->is_device(to)});
-      emulator->copy_streams.push_back(s);
+      if (emulator->record) {
+        emulator->copies.push_back({bytes, emulator->is_device(from), emulator->is_device(to)});
+        emulator->copy_streams.push_back(s);
+      }
       return cudaSuccess;
     },
     [](cudaKernel_t k, dim3 grid, dim3 block, void** args, cudaStream_t s) {
@@ -116,9 +124,11 @@ inline const runtime::cuda::CudaApi emulated_api{
       // CUDA's limits, as a device checks them.
       if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535 || block.x == 0)
         return cudaErrorInvalidConfiguration;
-      emulator->launch_streams.push_back(s);
       const std::int64_t y0 = *static_cast<const std::int64_t*>(args[1]), z0 = *static_cast<const std::int64_t*>(args[2]);
-      emulator->launch_pieces.push_back({grid.y, grid.z, y0, z0});
+      if (emulator->record) {
+        emulator->launch_streams.push_back(s);
+        emulator->launch_pieces.push_back({grid.y, grid.z, y0, z0});
+      }
       const int index = static_cast<int>(reinterpret_cast<std::uintptr_t>(k)) - 1;
       emulator->launch(index, grid.x, grid.y, grid.z, block.x, *static_cast<const ff_call* const*>(args[0]), y0, z0);
       return cudaSuccess;
@@ -147,6 +157,48 @@ class EmulatedDeviceMemory : public testing::FakeCudaBackend {
   explicit EmulatedDeviceMemory(Emulator& e)
       : FakeCudaBackend([&e](void* p, std::size_t bytes) { e.add_device(p, bytes); },
                         [&e](void* p) { e.remove_device(p); }) {}
+};
+
+// An external-mode allocator of memory the emulator calls device memory.
+inline ExternalMemoryAllocator emulated_device_allocator(Emulator& e) {
+  return [&e](const AllocationRequest& r) {
+    void* block = std::aligned_alloc(r.alignment, (r.bytes + r.alignment - 1) / r.alignment * r.alignment);
+    e.add_device(block, r.bytes);
+    return Workspace{block, r.bytes, Device::cuda, [&e, block] {
+                       e.remove_device(block);
+                       std::free(block);
+                     }};
+  };
+}
+
+// An instance's fields copied into memory the emulator calls device memory, as Device::cuda views.
+struct EmulatedDeviceFields {
+  Emulator& e;
+  std::map<std::string, std::vector<std::byte>> memory;
+  std::map<std::string, Field> views;
+  Arguments args;
+  EmulatedDeviceFields(Emulator& em, examples::ExampleInstance& inst) : e(em) {
+    for (auto& [name, f] : inst.fields) {
+      auto& m = memory[name];
+      m.resize(f.span_bytes() + 64);
+      std::byte* p = m.data() + (64 - reinterpret_cast<std::uintptr_t>(m.data()) % 64) % 64;
+      std::memcpy(p, f.data(), f.span_bytes());
+      e.add_device(p, f.span_bytes());
+      views.emplace(name, Field::view(p, f.dims(), f.dtype(), f.shape(), f.strides(), f.origin(), Device::cuda));
+    }
+    const Arguments host = inst.arguments();
+    for (const auto& en : host.entries()) {
+      if (en.kind == Arguments::Entry::Kind::field) args.field(en.name, views.at(en.name));
+      if (en.kind == Arguments::Entry::Kind::scalar) args.scalar(en.name, en.scalar);
+      if (en.kind == Arguments::Entry::Kind::connectivity) args.connectivity(en.name, *en.table);
+    }
+  }
+  ~EmulatedDeviceFields() {
+    for (auto& [name, v] : views) e.remove_device(v.data());
+  }
+  void copy_back(examples::ExampleInstance& inst) {
+    for (auto& [name, f] : inst.fields) std::memcpy(f.data(), views.at(name).data(), f.span_bytes());
+  }
 };
 
 // A cuda program whose runner talks to the emulated runtime; the module of host-compiled kernels

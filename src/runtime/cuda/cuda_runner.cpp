@@ -16,14 +16,18 @@ namespace fieldflow::runtime::cuda {
 
 namespace {
 
-// A block of device memory from the route, grown (never shrunk) as calls need.
+// A block of device memory from the route, grown (never shrunk) as calls need. `label()` makes
+// the route's name for it only when memory is allocated: a call that fits formats no string, so
+// steady-state calls allocate nothing on the host.
 struct DeviceBlock {
   void* pointer = nullptr;
   std::size_t bytes = 0;
-  void ensure(std::size_t need, const std::string& label) {
+  template <class Label>
+  void ensure(std::size_t need, const Label& label) {
     if (need <= bytes) return;
-    release(label);
-    pointer = system_allocate(Device::cuda, need, transient_alignment, label);
+    const std::string name = label();
+    release(name);
+    pointer = system_allocate(Device::cuda, need, transient_alignment, name);
     bytes = need;
   }
   void release(const std::string& label) noexcept {
@@ -118,12 +122,12 @@ class CudaRunner final : public DeviceRunner {
       if (!f.data || f.bytes == 0) continue;
       if (f.on_device) {
         if (f.save_before) {
-          saved_outputs_[i].ensure(f.bytes, label("saved output", i));
+          saved_outputs_[i].ensure(f.bytes, [&] { return label("saved output", i); });
           copy(saved_outputs_[i].pointer, f.data, f.bytes, stream);
         }
         continue;
       }
-      field_copies_[i].ensure(f.bytes, label("field", i));
+      field_copies_[i].ensure(f.bytes, [&] { return label("field", i); });
       copy(field_copies_[i].pointer, f.data, f.bytes, stream);
       buffers[i].data = field_copies_[i].pointer;
     }
@@ -135,7 +139,7 @@ class CudaRunner final : public DeviceRunner {
       const CopiedTable table{tables[i].data, tables[i].bytes, tables[i].identity};
       if (copied_tables_[i] != table) {
         copied_tables_[i] = {};  // until the copy below succeeded
-        table_copies_[i].ensure(tables[i].bytes, label("table", i));
+        table_copies_[i].ensure(tables[i].bytes, [&] { return label("table", i); });
         copy(table_copies_[i].pointer, tables[i].data, tables[i].bytes, stream);
         copied_tables_[i] = table;
       }
@@ -150,7 +154,7 @@ class CudaRunner final : public DeviceRunner {
     const std::size_t at_error = at_domains + align_up(n_domains * sizeof(std::int64_t));
     const std::size_t total = at_error + sizeof(std::int32_t);
     if (descriptor_.bytes < total) uploaded_.clear();  // a new block holds nothing yet
-    descriptor_.ensure(total, p + " (call descriptor)");
+    descriptor_.ensure(total, [&] { return p + " (call descriptor)"; });
     auto* dev = static_cast<std::byte*>(descriptor_.pointer);
     staged_.assign(total, std::byte{0});
     ff_call dc = c;

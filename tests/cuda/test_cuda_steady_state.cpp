@@ -1,0 +1,107 @@
+// A cuda program's steady-state calls allocate nothing on the host: the CUDA runner (its staged
+// descriptor, launches in pieces, error flag, stream) on the emulated CUDA runtime, with every
+// heap allocation of the process counted (support/counting_allocator.h) and the emulator's own
+// bookkeeping switched off. Fields in device memory, in persistent and external mode (scoped and
+// pool ask the runtime for device memory on every call, which the emulation takes from the host
+// heap); programs with transients, tables, an in-kernel check (outputs saved before each call) and
+// a scan.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "fieldflow/examples.h"
+#include "fieldflow/reference.h"
+#include "support/backend_harness.h"
+#include "support/counting_allocator.h"
+#include "support/cuda_emulator.h"
+#include "support/cuda_harness.h"
+
+namespace fieldflow {
+namespace {
+
+using testing_support::Emulator;
+using testing_support::EmulatedDeviceFields;
+using testing_support::EmulatedDeviceMemory;
+
+// Each test's emulator is the one in use while its programs live; none after.
+class CudaSteadyState : public ::testing::Test {
+ protected:
+  void TearDown() override { testing_support::emulator = nullptr; }
+};
+
+TEST_F(CudaSteadyState, TheCounterSeesMallocAndNew) {
+  const long before = testing_support::heap_allocations();
+  // Through volatile pointers: the compiler may drop a malloc/free or new/delete pair it can see.
+  void* volatile p = std::malloc(16);
+  std::free(p);
+  int* volatile q = new int(3);
+  delete q;
+  EXPECT_EQ(testing_support::heap_allocations() - before, 2);
+}
+
+TEST_F(CudaSteadyState, CallsOnDeviceFieldsAllocateNothingOnTheHost) {
+  for (const char* name : {"hdiff", "vadv", "nabla4", "c2e2co_sum", "diffusion_chain"})
+    for (TransientMemoryMode mode : {TransientMemoryMode::persistent, TransientMemoryMode::external}) {
+      SCOPED_TRACE(fmt::format("{}, {}", name, to_string(mode)));
+      Emulator emulator;
+      EmulatedDeviceMemory memory(emulator);
+      const auto& ex = examples::example(name);
+      CompileOptions o;
+      o.memory.mode = mode;
+      if (mode == TransientMemoryMode::external)
+        o.memory.external_memory_allocator = testing_support::emulated_device_allocator(emulator);
+      testing_support::EmulatedProgram p = testing_support::compile_with_emulated_runtime(emulator, ex.program, o);
+      const examples::ExampleSize size{131, 5, 7, ex.unstructured};
+      auto ref = ex.make_instance(size, Layout::horizontal_fastest, 3);
+      auto dev = ex.make_instance(size, Layout::horizontal_fastest, 3);
+      EmulatedDeviceFields d(emulator, dev);
+      emulator.record = false;
+      for (int warm = 0; warm < 3; ++warm) (*p.program)(d.args);
+      const long before = testing_support::heap_allocations();
+      for (int call = 0; call < 10; ++call) (*p.program)(d.args);
+      EXPECT_EQ(testing_support::heap_allocations() - before, 0);
+      // The calls did their work: each one from the same inputs, the outputs equal the reference's.
+      run_reference(ex.program, ref.arguments());
+      d.copy_back(dev);
+      for (auto& [field, f] : ref.fields) EXPECT_TRUE(testing_support::same_bits(f, dev.fields.at(field), field));
+    }
+}
+
+// The gather program checks its dynamic offsets in the kernel: a call saves the device outputs
+// before it runs (to restore them if a check fails) and reads the error flag back; in copies kept
+// across calls, so steady-state calls allocate nothing either.
+TEST_F(CudaSteadyState, AProgramThatChecksReadsInTheKernelAllocatesNothing) {
+  Emulator emulator;
+  EmulatedDeviceMemory memory(emulator);
+  const ir::Program program = testing_support::gather_program();
+  CompileOptions options;
+  options.memory.mode = TransientMemoryMode::persistent;  // pool's device memory is the host heap here
+  testing_support::EmulatedProgram p = testing_support::compile_with_emulated_runtime(emulator, program, options);
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  const std::int64_t ni = 40, nk = 6;
+  std::vector<double> a((ni + 2) * nk, 1.5), o(ni * nk, 0.0);
+  std::vector<std::int32_t> off(ni * nk, 1);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = 0.25 * static_cast<double>(i % 17);
+  emulator.add_device(a.data(), a.size() * sizeof(double));
+  emulator.add_device(o.data(), o.size() * sizeof(double));
+  emulator.add_device(off.data(), off.size() * sizeof(std::int32_t));
+  Field fa = Field::view(a.data(), {I, K}, DType::float64, {ni + 2, nk}, {1, ni + 2}, {}, Device::cuda);
+  Field fo = Field::view(o.data(), {I, K}, DType::float64, {ni, nk}, {1, ni}, {}, Device::cuda);
+  Field foff = Field::view(off.data(), {I, K}, DType::int32, {ni, nk}, {1, ni}, {}, Device::cuda);
+  Arguments args;
+  args.field("a", fa).field("off", foff).field("o", fo).scalar("ni", ni).scalar("nk", nk);
+  emulator.record = false;
+  for (int warm = 0; warm < 3; ++warm) (*p.program)(args);
+  const long before = testing_support::heap_allocations();
+  for (int call = 0; call < 10; ++call) (*p.program)(args);
+  EXPECT_EQ(testing_support::heap_allocations() - before, 0);
+  for (std::int64_t k = 0; k < nk; ++k)
+    for (std::int64_t i = 0; i < ni; ++i)
+      EXPECT_EQ(o[k * ni + i], a[k * (ni + 2) + i + 1] - a[k * (ni + 2) + i]) << i << ", " << k;
+  emulator.remove_device(a.data());
+  emulator.remove_device(o.data());
+  emulator.remove_device(off.data());
+}
+
+}  // namespace
+}  // namespace fieldflow
