@@ -3,7 +3,7 @@
 // reference (torus meshes take the full-row copy of the loop, bounded meshes the masked one).
 #include <gtest/gtest.h>
 
-#include "codegen/cpu/loop_invariants.h"
+#include "codegen/common/loop_invariants.h"
 
 namespace fieldflow::codegen {
 namespace {

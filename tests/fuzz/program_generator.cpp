@@ -482,7 +482,7 @@ class Generator {
     Expr x = float_expr(DType::float64, inner, depth - 1);
     // Around a vertex, often the sum of a vertex field at both ends of each edge (fvm_nabla's edge
     // average): every such pair of a row shares the vertex's column, which compiled code then
-    // loads once (codegen/cpu/loop_invariants.h, share_common_columns).
+    // loads once (codegen/common/loop_invariants.h, share_common_columns).
     if (std::string_view(r.table) == "V2E" && coin(0.5)) {
       Ctx at_vertex = ctx;
       at_vertex.loc = 0;

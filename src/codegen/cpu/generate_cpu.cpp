@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "codegen/common/point_emitter.h"
-#include "codegen/cpu/loop_invariants.h"
+#include "codegen/common/loop_invariants.h"
 #include "fieldflow/errors.h"
 
 namespace fieldflow::codegen {

@@ -1,4 +1,4 @@
-#include "codegen/cpu/loop_invariants.h"
+#include "codegen/common/loop_invariants.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,10 +1,11 @@
 #pragma once
-// Loop-invariant statements of a generated loop body. The point emitter writes one statement per
-// line, SSA-style (`const T v3 = ...;`, `bool ok1 = present2;`, `nb4 = present5 ? nb4 : 0;`),
-// with branches and loops as brace blocks. In a vertical-fastest mesh kernel most of the body
-// (neighbour-table rows, per-element weights, "neighbour present" masks) does not depend on the
-// level, yet it sits inside the level loop; GCC hoists only part of it, and the masked
-// accumulations (`acc = ok ? v : acc`) stay even on a row whose neighbours are all present.
+// Loop-invariant statements of a generated loop body: the CPU's vector loops, and a CUDA
+// thread's run of levels. The point emitter writes one statement per line, SSA-style
+// (`const T v3 = ...;`, `bool ok1 = present2;`, `nb4 = present5 ? nb4 : 0;`), with branches and
+// loops as brace blocks. In a mesh kernel most of the body (neighbour-table rows, per-element
+// weights, "neighbour present" masks) does not depend on the level, yet it sits inside the level
+// loop; GCC hoists only part of it, and the masked accumulations (`acc = ok ? v : acc`) stay even
+// on a row whose neighbours are all present.
 #include <string>
 #include <vector>
 
