@@ -51,8 +51,10 @@ std::string cuda_listing(const ir::Schedule& s, const std::string& arch) {
     const codegen::CudaLaunch& l = built.source.launches[i];
     std::string zs;
     for (int a : l.z_axes) zs += fmt::format("{}{}", zs.empty() ? "" : ", ", a);
-    out += fmt::format("// launch {}: kernel {}, {} threads per block, x = loop dimension {}, y = {}, z = [{}]{}\n",
-                       l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis, zs, l.raises_errors ? ", checks reads" : "");
+    out += fmt::format("// launch {}: kernel {}, {} threads per block, x = loop dimension {}, y = {}{}, z = [{}]{}\n",
+                       l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis,
+                       l.rows_per_thread > 1 ? fmt::format(" ({} per thread)", l.rows_per_thread) : "", zs,
+                       l.raises_errors ? ", checks reads" : "");
     if (resources.empty()) continue;
     const toolchain::KernelResources& r = resources[i];
     out += fmt::format("//   {}: {} registers, {} bytes stack, {} bytes spill stores, {} bytes spill loads\n", arch,

@@ -192,14 +192,14 @@ void ff_emulate_grid(ff_kernel kernel, const char* symbol, const ff_call* call, 
 // One kernel's launches: the grid of codegen::cuda_grid in pieces of at most {0} rows along y
 // and z (codegen::for_each_cuda_piece), so that small tests take the pieces' path.
 void ff_emulate(ff_kernel kernel, const char* symbol, const ff_call* call, int k, int block_x, int x_axis, int y_axis,
-                const int* z_axes, int n_z, int loop_dims) {{
+                int rows_per_thread, const int* z_axes, int n_z, int loop_dims) {{
   const std::int64_t* dom = call->domains + k * 2 * FF_MAX_DIMS;
   for (int a = 0; a < loop_dims; ++a)
     if (dom[2 * a + 1] <= dom[2 * a]) return;
   std::int64_t z = 1;
   for (int i = 0; i < n_z; ++i) z *= dom[2 * z_axes[i] + 1] - dom[2 * z_axes[i]];
   const std::int64_t x = x_axis < 0 ? 1 : dom[2 * x_axis + 1] - dom[2 * x_axis];
-  const std::int64_t y = y_axis < 0 ? 1 : dom[2 * y_axis + 1] - dom[2 * y_axis];
+  const std::int64_t y = y_axis < 0 ? 1 : (dom[2 * y_axis + 1] - dom[2 * y_axis] + rows_per_thread - 1) / rows_per_thread;
   const std::int64_t cap = {0};
   for (std::int64_t z0 = 0; z0 < z; z0 += cap)
     for (std::int64_t y0 = 0; y0 < y; y0 += cap)
@@ -239,8 +239,9 @@ extern "C" std::int32_t ff_run(const ff_call* call) {{
   for (const auto& l : cuda.launches) {
     std::string zs;
     for (int a : l.z_axes) zs += fmt::format("{}, ", a);
-    s += fmt::format("  {{\n    static const int z_axes[] = {{{}-1}};\n    ff_emulate({}, \"{}\", call, {}, {}, {}, {}, z_axes, {}, {});\n  }}\n",
-                     zs, l.symbol, l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis, l.z_axes.size(), l.loop_dims);
+    s += fmt::format("  {{\n    static const int z_axes[] = {{{}-1}};\n    ff_emulate({}, \"{}\", call, {}, {}, {}, {}, {}, z_axes, {}, {});\n  }}\n",
+                     zs, l.symbol, l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis, l.rows_per_thread, l.z_axes.size(),
+                     l.loop_dims);
     s += "  if (*call->error) return *call->error;\n";
   }
   return s + "  return *call->error;\n}\n";

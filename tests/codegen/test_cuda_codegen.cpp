@@ -150,6 +150,18 @@ TEST_P(CudaExamples, GeneratedSourceHasOneKernelPerScheduleKernel) {
     if (GetParam().layout == Layout::horizontal_fastest) {
       EXPECT_NE(x.kind, DimKind::vertical) << l.symbol;
     }
+    // A mesh kernel with the levels along y runs 8 of them per thread, its table rows read once
+    // per run, before the level loop.
+    const ir::Kernel& k = b.schedule.kernels[l.kernel];
+    const bool levels_along_y = l.y_axis >= 0 && dims[l.y_axis].kind == DimKind::vertical;
+    const bool runs = k.kind == ir::KernelKind::pointwise && !k.connectivities.empty() && levels_along_y;
+    EXPECT_EQ(l.rows_per_thread, runs ? codegen::cuda_levels_per_thread : 1) << l.symbol;
+    if (runs) {
+      const std::size_t at = src.find("void __launch_bounds__(128) " + l.symbol + "(");
+      const std::size_t table = src.find("__ldg(&t", at), loop = src.find("#pragma unroll\n", at);
+      ASSERT_NE(loop, std::string::npos) << l.symbol;
+      EXPECT_LT(table, loop) << l.symbol << ": the neighbour row is read before the run's level loop";
+    }
   }
 }
 
@@ -298,6 +310,12 @@ TEST(CudaLaunch, GridCoversTheBoxWithPartialBlocks) {
   flat.z_axes.clear();
   EXPECT_EQ(codegen::cuda_grid(flat, dom).y, 1);
   EXPECT_EQ(codegen::cuda_grid(flat, dom).z, 1);
+  codegen::CudaLaunch runs = l;  // runs of 8 rows along y: 7 rows in one block, 17 in three
+  runs.rows_per_thread = 8;
+  EXPECT_EQ(codegen::cuda_grid(runs, dom).y, 1);
+  const std::int64_t taller[] = {0, 10, -1, 6, 0, 17, 0, 129};
+  EXPECT_EQ(codegen::cuda_grid(runs, taller).y, 3);
+  EXPECT_EQ(codegen::cuda_grid(runs, taller).z, 70);
 }
 
 // A grid with more rows than CUDA allows blocks is launched in pieces that cover every row once,

@@ -9,6 +9,7 @@
 #include <optional>
 #include <fmt/format.h>
 
+#include "codegen/common/loop_invariants.h"
 #include "codegen/common/point_emitter.h"
 #include "fieldflow/abi.h"
 #include "fieldflow/errors.h"
@@ -43,6 +44,11 @@ class CudaKernelEmitter : public PointEmitter {
     if (!grid.empty()) launch.x_axis = axis_of(grid.back());
     if (grid.size() > 1) launch.y_axis = axis_of(grid[grid.size() - 2]);
     for (std::size_t a = 0; a + 2 < grid.size(); ++a) launch.z_axes.push_back(axis_of(grid[a]));
+    // A mesh kernel with the levels along y: each thread computes a run of levels, and what does
+    // not change with the level (the neighbour-table row, the element's weights, the masks of
+    // missing neighbours) once per run, as a hand-written kernel does.
+    if (!scan && !k_.connectivities.empty() && grid.size() > 1 && grid[grid.size() - 2].kind == DimKind::vertical)
+      launch.rows_per_thread = cuda_levels_per_thread;
 
     memo_.assign(1, {});
     const Point p = loop_point();
@@ -66,6 +72,15 @@ class CudaKernelEmitter : public PointEmitter {
                            pad(ind + 1), level(e)) + body + pad(ind) + "}\n";
     } else {
       store_value(p, inner, ind);
+    }
+    // The run of levels: the statements that do not depend on the level first, then the loop.
+    if (launch.rows_per_thread > 1) {
+      const std::string& level = var(grid[grid.size() - 2]);
+      const HoistedLoopBody split = hoist_loop_invariants(inner, level);
+      inner = split.invariant +
+              fmt::format("{0}#pragma unroll\n{0}for (std::int64_t {1} = ff_run; {1} < ff_run + {2} && {1} < {3}; ++{1}) {{\n",
+                          pad(ind), level, launch.rows_per_thread, hi(grid[grid.size() - 2])) +
+              split.body + pad(ind) + "}\n";
     }
 
     std::string code = fmt::format("// kernel {}: '{}' ({}{})\nextern \"C\" __global__ void __launch_bounds__({}) {}(const ff_call* {} call, "
@@ -99,7 +114,12 @@ class CudaKernelEmitter : public PointEmitter {
       };
       if (grid.size() > 1) {
         const Dimension& y = grid[grid.size() - 2];
-        row(var(y), lo(y), hi(y), "ff_y0", 'y');
+        if (launch.rows_per_thread == 1) {
+          row(var(y), lo(y), hi(y), "ff_y0", 'y');
+        } else {  // the first level of the thread's run
+          code += fmt::format("  const std::int64_t ff_run = {} + (ff_y0 + blockIdx.y) * {};\n", lo(y), launch.rows_per_thread);
+          in_grid += fmt::format(" && ff_run < {}", hi(y));
+        }
       }
       // The dimensions beyond x and y (K of a 3-D kernel) go along z. More than one (a kernel over
       // four or more dimensions) are flattened, slowest first, and split once per thread.
@@ -214,7 +234,7 @@ CudaGrid cuda_grid(const CudaLaunch& launch, const std::int64_t* dom) {
   for (int a : launch.z_axes) z *= extent(a);
   const std::int64_t x = launch.x_axis < 0 ? 1 : extent(launch.x_axis);
   const std::int64_t y = launch.y_axis < 0 ? 1 : extent(launch.y_axis);
-  return {(x + launch.block_x - 1) / launch.block_x, y, z};
+  return {(x + launch.block_x - 1) / launch.block_x, (y + launch.rows_per_thread - 1) / launch.rows_per_thread, z};
 }
 
 }  // namespace fieldflow::codegen

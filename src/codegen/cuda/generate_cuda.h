@@ -23,9 +23,15 @@ struct CudaLaunch {
   int x_axis = -1;             // position in ir::kernel_loop_dims of the dimension along x; -1: one thread
   int y_axis = -1;             // position of the dimension along y; -1: none
   std::vector<int> z_axes;     // positions of the dimensions flattened along z, slowest first
+  int rows_per_thread = 1;     // rows along y each thread computes, one after the other (a mesh
+                               // kernel's run of levels: cuda_levels_per_thread)
   int loop_dims = 0;           // the kernel's loop dimensions (a scan's own one is not in the grid)
   bool raises_errors = false;  // checks reads while running: may set ff_call::error
 };
+
+// Levels in a mesh kernel's run: what does not change with the level (the neighbour-table
+// row, the weights) is loaded once per run. 8, as in the hand-written kernels of bench/cuda.
+inline constexpr int cuda_levels_per_thread = 8;
 
 struct CudaCodegenOptions {
   // Prefix of the kernels' symbols (`<prefix>kernel_<k>`): several programs can share one
@@ -54,8 +60,8 @@ CudaSource generate_cuda_source(const ir::Schedule& s, const CudaCodegenOptions&
 std::string cuda_preamble();
 
 // Launch grid of one kernel for a call's loop boxes (ff_call::domains): blocks along x, and the
-// rows along y and z (a block each); all 0 when the box is empty (the launch is skipped, like the
-// CPU kernel's early return).
+// rows along y (a block per run of rows_per_thread) and z (a block each); all 0 when the box is
+// empty (the launch is skipped, like the CPU kernel's early return).
 struct CudaGrid {
   std::int64_t x = 0, y = 0, z = 0;
 };
