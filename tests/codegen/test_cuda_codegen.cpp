@@ -20,6 +20,7 @@
 #include "fieldflow/device_errors.h"
 #include "fieldflow/dsl.h"
 #include "fieldflow/examples.h"
+#include "fieldflow/mesh.h"
 #include "support/backend_harness.h"
 #include "support/example_cases.h"
 #include "support/cuda_harness.h"
@@ -429,6 +430,58 @@ TEST(CudaRaceCheck, TheDoubleBufferedStepHasNoRace) {
   Expr w = pb.field("w", {I, K}, DType::float64);
   pb.call("step", (w(I + 1) + w(K - 1)) * 0.5, {w}, {{I, 0, 200}, {K, 0, 4}});
   EXPECT_EQ(race_report(driver::build_cuda_source(pb.build(), CompileOptions{}), 200, 4, 3), "");
+}
+
+// A mesh kernel's runs of levels (8 per thread) at level counts around a run: fewer levels than
+// a run, one run exactly, runs with a remainder, more runs than a piece of the emulation's grid
+// (3 blocks along y). The run reads the neighbour row and the weight once and checks its dynamic
+// vertical offset at every level; a last-level offset out of range is the reference's error.
+TEST(CudaRuns, AMeshKernelsRunsOfLevelsEqualTheReference) {
+  const Dimension Edge = horizontal_dim("Edge"), Vertex = horizontal_dim("Vertex"), K = vertical_dim("K");
+  const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  const Mesh torus = make_torus_mesh(4, 5);
+  const std::int64_t ne = torus.n_edges, nv = torus.n_vertices;
+  for (const std::int64_t nk : {3, 8, 19, 40})
+    for (const bool out_of_range : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} levels{}", nk, out_of_range ? ", an offset out of range" : ""));
+      ProgramBuilder pb("runs");
+      Expr fvk = pb.field("fvk", {Vertex, K}, DType::float64), w = pb.field("w", {Edge}, DType::float64);
+      Expr a = pb.field("a", {Edge, K}, DType::float64), off = pb.field("off", {Edge, K}, DType::int32);
+      Expr out = pb.field("out", {Edge, K}, DType::float64);
+      pb.call("c", neighbor_sum(fvk(E2V), E2V) * w + a(K + off), {out}, {{Edge, 0, ne}, {K, 0, nk}});
+      const Layout hf = Layout::horizontal_fastest;
+      Field f({Vertex, K}, DType::float64, {nv, nk}, {}, hf), fw({Edge}, DType::float64, {ne}, {}, hf);
+      Field fa({Edge, K}, DType::float64, {ne, nk}, {}, hf), foff({Edge, K}, DType::int32, {ne, nk}, {}, hf);
+      Field fo({Edge, K}, DType::float64, {ne, nk}, {}, hf);
+      for (std::int64_t k = 0; k < nk; ++k) {
+        for (std::int64_t v = 0; v < nv; ++v) f.at<double>({v, k}) = 0.5 * static_cast<double>((v * 7 + k * 3) % 23) - 3.0;
+        for (std::int64_t e = 0; e < ne; ++e) {
+          fa.at<double>({e, k}) = 0.25 * static_cast<double>((e * 5 + k) % 17);
+          // -1, 0 or +1 where it stays in the column; one element of the last level leaves it.
+          const std::int32_t o = static_cast<std::int32_t>((e + k) % 3) - 1;
+          foff.at<std::int32_t>({e, k}) = (k + o < 0 || k + o >= nk) ? 0 : o;
+          fo.at<double>({e, k}) = -7.0;
+        }
+      }
+      for (std::int64_t e = 0; e < ne; ++e) fw.at<double>({e}) = 1.0 + 0.125 * static_cast<double>(e % 5);
+      if (out_of_range) foff.at<std::int32_t>({ne / 2, nk - 1}) = 1;
+      Arguments args;
+      args.field("fvk", f).field("w", fw).field("a", fa).field("off", foff).field("out", fo);
+      args.connectivity("E2V", torus.table("E2V"));
+      const driver::CudaBuild b = driver::build_cuda_source(pb.build(), options_for(hf));
+      // The checked kernel writes a transient (a failed call changes no output), then a copy.
+      ASSERT_EQ(b.source.launches.size(), 2u);
+      EXPECT_EQ(b.source.launches[0].rows_per_thread, codegen::cuda_levels_per_thread);
+      EXPECT_TRUE(b.source.launches[0].raises_errors);
+      // Both raise the same error (the harness rethrows it) and leave `out` as it was.
+      if (out_of_range) {
+        EXPECT_THROW(testing_support::compare_cuda_emulation_with_reference(pb.build(), args), DomainError);
+        for (std::int64_t k = 0; k < nk; ++k)
+          for (std::int64_t e = 0; e < ne; ++e) ASSERT_EQ(fo.at<double>({e, k}), -7.0) << e << ", " << k;
+      } else {
+        testing_support::compare_cuda_emulation_with_reference(pb.build(), args);
+      }
+    }
 }
 
 // Backend::cuda on this machine: a typed error saying why when there is no device (or no CUDA in

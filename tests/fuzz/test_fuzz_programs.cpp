@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "codegen/cuda/generate_cuda.h"
 #include "driver/cuda_build.h"
 #include "fuzz/differential.h"
 #include "fuzz/shrink.h"
@@ -138,6 +139,12 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
         fusions.insert(gpu.transients[gpu.transient_index(o)].in_registers ? "scan result in registers (cuda)"
                                                                            : "fused scan result also stored (cuda)");
     }
+    // Mesh kernels whose threads compute runs of levels, their table rows read once per run.
+    for (const codegen::CudaLaunch& l : codegen::generate_cuda_source(gpu).launches) {
+      if (l.rows_per_thread == 1) continue;
+      fusions.insert("runs of levels (cuda)");
+      if (l.raises_errors) fusions.insert("runs of levels that check reads (cuda)");
+    }
     for (const auto& f : fusions) seen[f]++;
     // A value (scan or materialized) used by more than one statement.
     std::map<const ir::Expr*, std::set<std::size_t>> users;
@@ -159,8 +166,9 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
         "if_", "chained neighbour shift", "sparse field", "local_slot", "three outputs", "mesh rows longer than a block", "cartesian rows longer than a block",
         "outputs of mixed dtypes", "float32 scan", "integer arithmetic near a limit", "consumer in a sweep (cuda)",
         "scan result in registers (cuda)", "consumer in a sweep on a mesh (cuda)", "consumer of a tuple carry in a sweep (cuda)",
-        "transient producer in a sweep (cuda)", "fused scan result also stored (cuda)"})
+        "transient producer in a sweep (cuda)", "fused scan result also stored (cuda)", "runs of levels (cuda)"})
     EXPECT_GE(seen[feature], 5) << feature;
+  EXPECT_GE(seen["runs of levels that check reads (cuda)"], 3);  // a dynamic offset in a mesh kernel's run
   for (const auto& [feature, n] : seen)
     if (feature.find("(cuda)") != std::string::npos) std::cout << feature << ": " << n << " programs\n";
   // Every operator of the language, on the CPU and through the CUDA kernels alike.
