@@ -459,6 +459,20 @@ TEST(CudaDevice, HandWrittenBaselinesEqualTheReference) {
   cudaStreamDestroy(stream);
 }
 
+// A box with more rows than CUDA allows blocks along y or z runs in pieces (as
+// EmulatedRunner.ABoxWithMoreRowsThanCudaHasBlocksIsLaunchedInPieces checks without a device).
+TEST(CudaDevice, ABoxWithMoreRowsThanBlocksRunsInPieces) {
+  REQUIRE_DEVICE();
+  for (const bool along_z : {false, true}) {
+    SCOPED_TRACE(along_z ? "levels along z" : "rows along y");
+    testing_support::TallBox box = testing_support::tall_box(along_z);
+    const testing_support::ReferenceOutcome ref = testing_support::run_reference_on_copies(box.program, box.args);
+    ASSERT_EQ(ref.error, nullptr);
+    compile(box.program, cuda_options(TransientMemoryMode::pool, Layout::horizontal_fastest))(box.args);
+    for (const auto& [mine, theirs] : ref.pairs) EXPECT_TRUE(same_bits(*theirs, *mine, "a field"));
+  }
+}
+
 TEST(CudaDevice, PerCallStreams) {
   REQUIRE_DEVICE();
   cudaStream_t s[2] = {nullptr, nullptr};

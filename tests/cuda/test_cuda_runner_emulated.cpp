@@ -71,22 +71,11 @@ class EmulatedRunner : public ::testing::Test {
 // limits, as a device does). Each point reads its neighbour in the next row, across the pieces'
 // boundary too, and equals the reference.
 TEST_F(EmulatedRunner, ABoxWithMoreRowsThanCudaHasBlocksIsLaunchedInPieces) {
-  const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
   for (const bool along_z : {false, true}) {
     SCOPED_TRACE(along_z ? "levels along z" : "rows along y");
-    ProgramBuilder pb(along_z ? "tall_k" : "tall_j");
-    Expr a = pb.field("a", {I, J, K}, DType::float64), o = pb.field("o", {I, J, K}, DType::float64);
-    Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
-    pb.call("next_row", (along_z ? a(K + 1) : a(J + 1)) * 0.5 - a, {o}, {{I, 0, ni}, {J, 0, nj}, {K, 0, nk}});
-    const ir::Program program = pb.build();
-    const std::int64_t rows = along_z ? 65600 : 70000, n_i = 3, n_j = along_z ? 1 : rows, n_k = along_z ? rows : 1;
-    Field fa({I, J, K}, DType::float64, {n_i, n_j + !along_z, n_k + along_z}, {}, Layout::horizontal_fastest);
-    Field fo({I, J, K}, DType::float64, {n_i, n_j, n_k}, {}, Layout::horizontal_fastest);
-    for (std::int64_t i = 0; i < n_i; ++i)
-      for (std::int64_t j = 0; j < n_j + !along_z; ++j)
-        for (std::int64_t k = 0; k < n_k + along_z; ++k) fa.at<double>({i, j, k}) = static_cast<double>((i * 7 + j * 3 + k * 5) % 101) + 0.25;
-    Arguments args;
-    args.field("a", fa).field("o", fo).scalar("ni", n_i).scalar("nj", n_j).scalar("nk", n_k);
+    testing_support::TallBox box = testing_support::tall_box(along_z);
+    const ir::Program& program = box.program;
+    const Arguments& args = box.args;
     const testing_support::ReferenceOutcome ref = testing_support::run_reference_on_copies(program, args);
     ASSERT_EQ(ref.error, nullptr);
     EmulatedProgram p = make(program, TransientMemoryMode::pool);

@@ -40,6 +40,36 @@ inline ir::Program gather_program() {
   return pb.build();
 }
 
+// A box with more rows than CUDA allows blocks along y (70,000 rows of J), or along z (65,600
+// levels): each point reads its neighbour in the next row, across the launches' pieces too. The
+// fields are horizontal_fastest, 3 points along I.
+struct TallBox {
+  ir::Program program;
+  std::list<Field> fields;
+  Arguments args;
+};
+inline TallBox tall_box(bool along_z) {
+  const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+  ProgramBuilder pb(along_z ? "tall_k" : "tall_j");
+  Expr a = pb.field("a", {I, J, K}, DType::float64), o = pb.field("o", {I, J, K}, DType::float64);
+  Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("next_row", (along_z ? a(K + 1) : a(J + 1)) * 0.5 - a, {o}, {{I, 0, ni}, {J, 0, nj}, {K, 0, nk}});
+  TallBox box{pb.build(), {}, {}};
+  const std::int64_t rows = along_z ? 65600 : 70000, n_i = 3, n_j = along_z ? 1 : rows, n_k = along_z ? rows : 1;
+  Field& fa = box.fields.emplace_back(std::vector<Dimension>{I, J, K}, DType::float64,
+                                      std::vector<std::int64_t>{n_i, n_j + !along_z, n_k + along_z},
+                                      std::vector<std::int64_t>{}, Layout::horizontal_fastest);
+  Field& fo = box.fields.emplace_back(std::vector<Dimension>{I, J, K}, DType::float64,
+                                      std::vector<std::int64_t>{n_i, n_j, n_k}, std::vector<std::int64_t>{},
+                                      Layout::horizontal_fastest);
+  for (std::int64_t i = 0; i < n_i; ++i)
+    for (std::int64_t j = 0; j < n_j + !along_z; ++j)
+      for (std::int64_t k = 0; k < n_k + along_z; ++k)
+        fa.at<double>({i, j, k}) = static_cast<double>((i * 7 + j * 3 + k * 5) % 101) + 0.25;
+  box.args.field("a", fa).field("o", fo).scalar("ni", n_i).scalar("nj", n_j).scalar("nk", n_k);
+  return box;
+}
+
 // Whether a CUDA device can run Backend::cuda here (asked once).
 inline bool device_present() {
 #ifdef FIELDFLOW_WITH_CUDA
