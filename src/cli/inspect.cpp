@@ -43,12 +43,12 @@ std::string dot_graph(const ir::Schedule& s) {
 // which dimension runs along x, which along y and which are flattened along z) and, where
 // fieldflow has the CUDA toolkit, what ptxas gives the kernel for `arch`.
 std::string cuda_listing(const ir::Schedule& s, const std::string& arch) {
-  driver::CudaBuild built{s, codegen::generate_cuda_source(s)};
+  const codegen::CudaSource cuda = codegen::generate_cuda_source(s);
   std::vector<toolchain::KernelResources> resources;
-  if (driver::cuda_built()) resources = driver::cuda_kernel_resources(s.program.name, built, arch);
+  if (driver::cuda_built()) resources = driver::cuda_kernel_resources(s.program.name, cuda, arch);
   std::string out;
-  for (std::size_t i = 0; i < built.source.launches.size(); ++i) {
-    const codegen::CudaLaunch& l = built.source.launches[i];
+  for (std::size_t i = 0; i < cuda.launches.size(); ++i) {
+    const codegen::CudaLaunch& l = cuda.launches[i];
     std::string zs;
     for (int a : l.z_axes) zs += fmt::format("{}{}", zs.empty() ? "" : ", ", a);
     out += fmt::format("// launch {}: kernel {}, {} threads per block, x = loop dimension {}, y = {}{}, z = [{}]{}\n",
@@ -61,7 +61,7 @@ std::string cuda_listing(const ir::Schedule& s, const std::string& arch) {
                        r.registers, r.stack_bytes, r.spill_store_bytes, r.spill_load_bytes);
   }
   if (!driver::cuda_built()) out += "// (registers and spills: this fieldflow was built without the CUDA toolkit)\n";
-  return out + built.source.source;
+  return out + cuda.source;
 }
 
 void run_inspect(const std::string& name, const std::string& after, const std::string& dot, const std::string& layout,

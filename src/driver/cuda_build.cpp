@@ -322,14 +322,13 @@ CudaBinary compile_cuda_binary(const std::string& name, const std::string& sourc
 #endif
 }
 
-std::vector<toolchain::KernelResources> cuda_kernel_resources(const std::string& name, const CudaBuild& built,
+std::vector<toolchain::KernelResources> cuda_kernel_resources(const std::string& name, const codegen::CudaSource& cuda,
                                                               const std::string& arch) {
 #ifdef FIELDFLOW_WITH_CUDA
   const std::vector<toolchain::KernelResources> reported =
-      toolchain::nvrtc_compile_reporting(name, built.source.source, arch.empty() ? toolchain::default_cuda_arch : arch)
-          .kernels;
+      toolchain::nvrtc_compile_reporting(name, cuda.source, arch.empty() ? toolchain::default_cuda_arch : arch).kernels;
   std::vector<toolchain::KernelResources> out;
-  for (const auto& launch : built.source.launches) {
+  for (const auto& launch : cuda.launches) {
     const auto r = std::find_if(reported.begin(), reported.end(),
                                 [&](const toolchain::KernelResources& k) { return k.symbol == launch.symbol; });
     FIELDFLOW_ASSERT(r != reported.end(), "ptxas reported no kernel '" + launch.symbol + "' of program '" + name + "'");
@@ -337,7 +336,7 @@ std::vector<toolchain::KernelResources> cuda_kernel_resources(const std::string&
   }
   return out;
 #else
-  (void)built;
+  (void)cuda;
   (void)arch;
   throw_not_built(name);
 #endif

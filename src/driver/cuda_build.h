@@ -36,11 +36,11 @@ struct CudaBinary {
 CudaBinary compile_cuda_binary(const std::string& name, const std::string& source, const std::string& arch,
                                const std::string& cache_dir);
 
-// What ptxas gives each launch's kernel of `built` for `arch` (empty: sm_90), in the order of
-// built.source.launches: registers per thread and bytes spilled to local memory. Known without a
-// device (`fieldflow inspect --backend cuda` prints it; the tests require no spills). Throws
-// BackendUnavailableError without CUDA support, CompileError as NVRTC does.
-std::vector<toolchain::KernelResources> cuda_kernel_resources(const std::string& name, const CudaBuild& built,
+// What ptxas gives each launch's kernel of `cuda` for `arch` (empty: sm_90), in the order of
+// cuda.launches: registers per thread and bytes spilled to local memory. Known without a device
+// (`fieldflow inspect --backend cuda` prints it). Throws BackendUnavailableError without CUDA
+// support, CompileError as NVRTC does.
+std::vector<toolchain::KernelResources> cuda_kernel_resources(const std::string& name, const codegen::CudaSource& cuda,
                                                               const std::string& arch);
 
 // Backend::cuda: throws BackendUnavailableError naming the reason when this build has no CUDA or

@@ -76,6 +76,8 @@ Compiled compile(const std::string& program_name, const std::string& source, con
   return out;
 }
 
+}  // namespace
+
 // ptxas -v reports each kernel as
 //   ptxas info    : Compiling entry function 'NAME' for 'sm_90'
 //   ptxas info    : Function properties for NAME
@@ -121,17 +123,12 @@ std::vector<KernelResources> parse_ptxas_report(const std::string& program_name,
   return out;
 }
 
-}  // namespace
-
 std::string nvrtc_compile(const std::string& program_name, const std::string& source, const std::string& arch) {
   return compile(program_name, source, arch, {}).cubin;
 }
 
-ReportedCubin nvrtc_compile_reporting(const std::string& program_name, const std::string& source, const std::string& arch,
-                                      const std::vector<std::string>& extra_options) {
-  std::vector<std::string> options = extra_options;
-  options.push_back("--ptxas-options=-v");
-  Compiled c = compile(program_name, source, arch, options);
+ReportedCubin nvrtc_compile_reporting(const std::string& program_name, const std::string& source, const std::string& arch) {
+  Compiled c = compile(program_name, source, arch, {"--ptxas-options=-v"});
   return {std::move(c.cubin), parse_ptxas_report(program_name, c.log)};
 }
 

@@ -37,15 +37,19 @@ struct KernelResources {
 };
 
 // A cubin with what ptxas gave each kernel (__global__ function) in it, in the order ptxas
-// reports them: compiled as nvrtc_compile does, plus `extra_options`, with ptxas's verbose report
-// (--ptxas-options=-v) in NVRTC's log. Throws CompileError when the source does not compile or a
-// kernel's report lacks its registers or its local memory (a format this parser does not know).
+// reports them: compiled as nvrtc_compile does, with ptxas's verbose report (--ptxas-options=-v)
+// in NVRTC's log, read by parse_ptxas_report. Throws CompileError as nvrtc_compile does, and as
+// parse_ptxas_report does.
 struct ReportedCubin {
   std::string cubin;
   std::vector<KernelResources> kernels;
 };
-ReportedCubin nvrtc_compile_reporting(const std::string& program_name, const std::string& source, const std::string& arch,
-                                      const std::vector<std::string>& extra_options = {});
+ReportedCubin nvrtc_compile_reporting(const std::string& program_name, const std::string& source, const std::string& arch);
+
+// The kernels of ptxas's verbose report, in its order. Throws CompileError naming the program and
+// the kernel when a kernel's report lacks its registers or its local memory (a format this parser
+// does not know).
+std::vector<KernelResources> parse_ptxas_report(const std::string& program_name, const std::string& log);
 
 // The cache's in-process build for one program and architecture.
 InProcessBuild nvrtc_build(const std::string& program_name, const std::string& arch);

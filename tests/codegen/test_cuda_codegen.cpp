@@ -235,6 +235,53 @@ TEST(CudaNvrtc, ASpillIsReported) {
 #endif
 }
 
+// The report's parser on ptxas's own words: two kernels, the frame of a function ptxas did not
+// inline counted with the kernel it compiles, the lines around them ignored; a report without
+// a kernel's registers or its local memory is refused, naming the program and the kernel.
+TEST(CudaNvrtc, PtxasReportsAreParsedOrRefused) {
+#ifndef FIELDFLOW_WITH_CUDA
+  GTEST_SKIP() << "fieldflow was built without the CUDA toolkit (no NVRTC)";
+#else
+  const std::string a = "ptxas info    : Compiling entry function 'k_a' for 'sm_90'\n"
+                        "ptxas info    : Function properties for k_a\n"
+                        "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n";
+  const std::string a_registers = "ptxas info    : Used 32 registers, used 0 barriers, 16 bytes cumulative stack size\n";
+  const std::string b = "ptxas info    : Compiling entry function 'k_b' for 'sm_90'\n"
+                        "ptxas info    : Function properties for __internal_slowpath\n"
+                        "ptxas         .     24 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+                        "ptxas info    : Function properties for k_b\n"
+                        "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+                        "ptxas info    : Used 64 registers, used 0 barriers\n"
+                        "ptxas info    : Compile time = 28.478 ms\n";
+  const auto k = toolchain::parse_ptxas_report("p", "ptxas info    : 0 bytes gmem\n" + a + a_registers + b);
+  ASSERT_EQ(k.size(), 2u);
+  EXPECT_EQ(k[0].symbol, "k_a");
+  EXPECT_EQ(k[0].registers, 32);
+  EXPECT_EQ(k[0].stack_bytes, 16);
+  EXPECT_EQ(k[0].spill_store_bytes, 8);
+  EXPECT_EQ(k[0].spill_load_bytes, 8);
+  EXPECT_EQ(k[1].symbol, "k_b");
+  EXPECT_EQ(k[1].registers, 64);
+  EXPECT_EQ(k[1].stack_bytes, 24);
+  EXPECT_TRUE(k[1].spills());
+  const auto refused = [](const std::string& log) {
+    try {
+      toolchain::parse_ptxas_report("p", log);
+    } catch (const CompileError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string no_registers = refused(a + b);
+  EXPECT_NE(no_registers.find("program 'p': ptxas's report of kernel 'k_a' has no 'Used N registers' line"),
+            std::string::npos)
+      << no_registers;
+  const std::string no_frame = refused("ptxas info    : Compiling entry function 'k_c' for 'sm_90'\n" + a_registers);
+  EXPECT_NE(no_frame.find("kernel 'k_c' has no stack frame line"), std::string::npos) << no_frame;
+  EXPECT_TRUE(toolchain::parse_ptxas_report("p", "").empty());
+#endif
+}
+
 // What `fieldflow inspect --backend cuda` prints per launch: ptxas's registers and local memory of
 // the launch's kernel, in launch order (a fused consumer has none of its own).
 TEST(CudaNvrtc, ResourcesArePerLaunch) {
@@ -242,14 +289,14 @@ TEST(CudaNvrtc, ResourcesArePerLaunch) {
   for (const char* name : {"vadv", "nabla4"}) {
     const driver::CudaBuild built =
         driver::build_cuda_source(examples::example(name).program, options_for(Layout::horizontal_fastest));
-    const auto resources = driver::cuda_kernel_resources(name, built, "");
+    const auto resources = driver::cuda_kernel_resources(name, built.source, "");
     ASSERT_EQ(resources.size(), built.source.launches.size()) << name;
     for (std::size_t i = 0; i < resources.size(); ++i) {
       EXPECT_EQ(resources[i].symbol, built.source.launches[i].symbol) << name;
       EXPECT_GT(resources[i].registers, 0) << name;
       EXPECT_LE(resources[i].registers, 255) << name;
     }
-    EXPECT_THROW(driver::cuda_kernel_resources(name, built, "compute_90"), OptionError);
+    EXPECT_THROW(driver::cuda_kernel_resources(name, built.source, "compute_90"), OptionError);
   }
 }
 
