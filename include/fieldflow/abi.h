@@ -5,7 +5,9 @@
  * The runtime fills ff_call: one ff_buffer per field parameter (by parameter index) followed by
  * one per transient, tables and scalars by parameter index, and each kernel's loop box.
  * A CUDA module's kernels are __global__ functions taking (const ff_call* call, int64_t y0,
- * int64_t z0), the first rows along y and z of the launch's piece of the grid (since ABI 6). */
+ * int64_t z0), the first rows along y and z of the launch's piece of the grid (since ABI 6), each
+ * twice: with 64-bit indexing, and with 32-bit indexing under the name ending in `_i32`, which the
+ * runtime launches when ff_fits_32bit_indexing says the call allows it (since ABI 7). */
 #ifndef FIELDFLOW_ABI_H
 #define FIELDFLOW_ABI_H
 #if defined(__CUDACC_RTC__)
@@ -27,7 +29,7 @@ typedef ::int64_t int64_t;
 #define FF_HD
 #endif
 
-#define FF_ABI_VERSION 6
+#define FF_ABI_VERSION 7
 #define FF_MAX_DIMS 8
 
 typedef struct ff_buffer {
@@ -180,6 +182,44 @@ template <class T> FF_HD inline T ff_ipow(T a, T b) {
   }
   return static_cast<T>(result);
 }
+#if !defined(__CUDACC_RTC__)
+/* Whether a call's CUDA kernels may run their 32-bit entry points (host code: the CUDA runtime and
+ * its emulation). A 64-bit index costs two instructions per add and several per multiply on a GPU,
+ * where a stencil's point does little else. With `max_shift` the largest constant offset of any
+ * access of the program (CudaLaunch::max_shift), two conditions:
+ *  - every kernel's box and every buffer's box within +-2^29 along each dimension: a coordinate, a
+ *    box's extent and a thread's point past its box's end (by less than a block or a run of
+ *    levels) are then int32 values;
+ *  - per buffer, |offset| + sum over its dimensions of (max(|lo|, |hi|) + 2 max_shift) |stride|
+ *    below 2^31. Generated code computes an element's offset as a sum of terms `coordinate *
+ *    stride` and `shift * stride` (a stencil's row and its shifts), each coordinate within
+ *    max_shift of the buffer's box (the point it reads is in the box): every partial sum is then
+ *    an int32 value. Signed, so that the compiler may fold a constant shift into a load's
+ *    immediate offset (it may not where offsets wrap).
+ * Conservative where a bound would need more than 64-bit arithmetic to decide. A dimension with an
+ * empty extent is skipped: a buffer with an empty box is never read (nor is one a buffer lacks,
+ * whose lo and hi are 0). */
+inline bool ff_fits_32bit_indexing(const ff_call* call, int buffers, int kernels, int64_t max_shift) {
+  const int64_t box = int64_t(1) << 29, offsets = (int64_t(1) << 31) - 1;
+  const auto magnitude = [](int64_t v) { return v < 0 ? -v : v; };
+  if (max_shift < 0 || max_shift > box) return false;
+  for (int i = 0; i < 2 * FF_MAX_DIMS * kernels; ++i)
+    if (call->domains[i] < -box || call->domains[i] > box) return false;
+  for (int b = 0; b < buffers; ++b) {
+    const ff_buffer* f = &call->buffers[b];
+    if (f->offset < -offsets || f->offset > offsets) return false;
+    int64_t sum = magnitude(f->offset);
+    for (int a = 0; a < FF_MAX_DIMS; ++a) {
+      if (f->hi[a] <= f->lo[a]) continue;
+      if (f->lo[a] < -box || f->hi[a] > box || f->strides[a] < -offsets || f->strides[a] > offsets) return false;
+      const int64_t reach = magnitude(f->lo[a]) > magnitude(f->hi[a]) ? magnitude(f->lo[a]) : magnitude(f->hi[a]);
+      sum += (reach + 2 * max_shift) * magnitude(f->strides[a]); /* < 2^31 * 2^31 */
+      if (sum > offsets) return false;
+    }
+  }
+  return true;
+}
+#endif
 }  // namespace fieldflow::abi
 
 #if !defined(__CUDACC__)

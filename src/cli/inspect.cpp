@@ -44,7 +44,7 @@ std::string dot_graph(const ir::Schedule& s) {
 // fieldflow has the CUDA toolkit, what ptxas gives the kernel for `arch`.
 std::string cuda_listing(const ir::Schedule& s, const std::string& arch) {
   const codegen::CudaSource cuda = codegen::generate_cuda_source(s);
-  std::vector<toolchain::KernelResources> resources;
+  std::vector<driver::LaunchResources> resources;
   if (driver::cuda_built()) resources = driver::cuda_kernel_resources(s.program.name, cuda, arch);
   std::string out;
   for (std::size_t i = 0; i < cuda.launches.size(); ++i) {
@@ -56,9 +56,9 @@ std::string cuda_listing(const ir::Schedule& s, const std::string& arch) {
                        l.rows_per_thread > 1 ? fmt::format(" ({} per thread)", l.rows_per_thread) : "", zs,
                        l.raises_errors ? ", checks reads" : "");
     if (resources.empty()) continue;
-    const toolchain::KernelResources& r = resources[i];
-    out += fmt::format("//   {}: {} registers, {} bytes stack, {} bytes spill stores, {} bytes spill loads\n", arch,
-                       r.registers, r.stack_bytes, r.spill_store_bytes, r.spill_load_bytes);
+    for (const auto& [bits, r] : {std::pair{32, resources[i].narrow}, std::pair{64, resources[i].wide}})
+      out += fmt::format("//   {}, {}-bit indexing: {} registers, {} bytes stack, {} bytes spill stores, {} bytes spill "
+                         "loads\n", arch, bits, r.registers, r.stack_bytes, r.spill_store_bytes, r.spill_load_bytes);
   }
   if (!driver::cuda_built()) out += "// (registers and spills: this fieldflow was built without the CUDA toolkit)\n";
   return out + cuda.source;

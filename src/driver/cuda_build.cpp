@@ -49,6 +49,7 @@ constexpr const char* emulation_prelude = R"prelude(// Host emulation of a field
 #define __host__
 #define __device__
 #define __launch_bounds__(n)
+#define __forceinline__ inline
 #define __restrict__ __restrict
 namespace {
 struct ff_dim3 { unsigned x = 0, y = 0, z = 0; };
@@ -157,7 +158,7 @@ template <class T> struct ff_checked {
 [[noreturn]] void throw_race(const char* report) { throw std::logic_error(report); }
 
 std::string emulation_launcher(const codegen::CudaSource& cuda, const std::vector<std::string>& buffer_names,
-                               int max_grid_yz) {
+                               std::size_t kernels, int max_grid_yz, EmulatedIndexing indexing) {
   std::string s = fmt::format(R"(
 namespace {{
 typedef void (*ff_kernel)(const ff_call*, std::int64_t, std::int64_t);
@@ -224,24 +225,35 @@ const char* ff_buffer_name(int b) {{
 }}
 }}  // namespace
 )", names);
-  // One launch with a grid given by the caller (the emulated CUDA runtime of the runner's tests).
+  std::int64_t max_shift = 0;
+  for (const auto& l : cuda.launches) max_shift = std::max(max_shift, l.max_shift);
+  // One launch with a grid given by the caller (the emulated CUDA runtime of the runner's tests),
+  // `entry` counting each launch's entry points, 64-bit then 32-bit indexing (emulation_entry_points).
   std::string table, symbols;
-  for (const auto& l : cuda.launches) table += l.symbol + ", ", symbols += fmt::format("\"{}\", ", l.symbol);
-  s += fmt::format(R"(extern "C" void ff_emulate_launch(int launch, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+  for (const std::string& symbol : emulation_entry_points(cuda))
+    table += symbol + ", ", symbols += fmt::format("\"{}\", ", symbol);
+  s += fmt::format(R"(extern "C" void ff_emulate_launch(int entry, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                                   unsigned block_x, const ff_call* call, std::int64_t y0, std::int64_t z0) {{
   static const ff_kernel kernels[] = {{{}nullptr}};
   static const char* const symbols[] = {{{}nullptr}};
-  ff_emulate_grid(kernels[launch], symbols[launch], call, {{grid_x, grid_y, grid_z}}, block_x, y0, z0);
+  ff_emulate_grid(kernels[entry], symbols[entry], call, {{grid_x, grid_y, grid_z}}, block_x, y0, z0);
 }}
 
+// Each launch's 32-bit entry point when the call fits it, as the CUDA runner chooses{}.
 extern "C" std::int32_t ff_run(const ff_call* call) {{
-)", table, symbols);
+  const bool narrow = {};
+)", table, symbols, indexing == EmulatedIndexing::always_64_bit ? " (not in this emulation: always 64-bit)" : "",
+                   indexing == EmulatedIndexing::always_64_bit
+                       ? std::string("false")
+                       : fmt::format("fieldflow::abi::ff_fits_32bit_indexing(call, {}, {}, {})", buffer_names.size(),
+                                     kernels, max_shift));
   for (const auto& l : cuda.launches) {
     std::string zs;
     for (int a : l.z_axes) zs += fmt::format("{}, ", a);
-    s += fmt::format("  {{\n    static const int z_axes[] = {{{}-1}};\n    ff_emulate({}, \"{}\", call, {}, {}, {}, {}, {}, z_axes, {}, {});\n  }}\n",
-                     zs, l.symbol, l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis, l.rows_per_thread, l.z_axes.size(),
-                     l.loop_dims);
+    s += fmt::format("  {{\n    static const int z_axes[] = {{{0}-1}};\n    ff_emulate(narrow ? {1} : {2}, narrow ? \"{1}\" : \"{2}\", "
+                     "call, {3}, {4}, {5}, {6}, {7}, z_axes, {8}, {9});\n  }}\n",
+                     zs, l.narrow_symbol, l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis, l.rows_per_thread,
+                     l.z_axes.size(), l.loop_dims);
     s += "  if (*call->error) return *call->error;\n";
   }
   return s + "  return *call->error;\n}\n";
@@ -249,14 +261,21 @@ extern "C" std::int32_t ff_run(const ff_call* call) {{
 
 }  // namespace
 
-std::string cuda_emulation_source(const ir::Schedule& schedule, int max_grid_yz) {
+std::vector<std::string> emulation_entry_points(const codegen::CudaSource& cuda) {
+  std::vector<std::string> out;
+  for (const auto& l : cuda.launches) out.push_back(l.symbol), out.push_back(l.narrow_symbol);
+  return out;
+}
+
+std::string cuda_emulation_source(const ir::Schedule& schedule, int max_grid_yz, EmulatedIndexing indexing) {
   codegen::CudaCodegenOptions co;
   co.race_check = true;
   const codegen::CudaSource cuda = codegen::generate_cuda_source(schedule, co);
   std::vector<std::string> names;
   for (const auto& p : schedule.program.params) names.push_back(p.name);
   for (const auto& t : schedule.transients) names.push_back(t.name);
-  return std::string(emulation_prelude) + codegen::cuda_preamble() + cuda.body + emulation_launcher(cuda, names, max_grid_yz);
+  return std::string(emulation_prelude) + codegen::cuda_preamble() + cuda.body +
+         emulation_launcher(cuda, names, schedule.kernels.size(), max_grid_yz, indexing);
 }
 
 // Without a layout, CUDA code is built for the GPU's default whatever options.backend says (the
@@ -322,18 +341,19 @@ CudaBinary compile_cuda_binary(const std::string& name, const std::string& sourc
 #endif
 }
 
-std::vector<toolchain::KernelResources> cuda_kernel_resources(const std::string& name, const codegen::CudaSource& cuda,
-                                                              const std::string& arch) {
+std::vector<LaunchResources> cuda_kernel_resources(const std::string& name, const codegen::CudaSource& cuda,
+                                                   const std::string& arch) {
 #ifdef FIELDFLOW_WITH_CUDA
   const std::vector<toolchain::KernelResources> reported =
       toolchain::nvrtc_compile_reporting(name, cuda.source, arch.empty() ? toolchain::default_cuda_arch : arch).kernels;
-  std::vector<toolchain::KernelResources> out;
-  for (const auto& launch : cuda.launches) {
+  const auto of = [&](const std::string& symbol) {
     const auto r = std::find_if(reported.begin(), reported.end(),
-                                [&](const toolchain::KernelResources& k) { return k.symbol == launch.symbol; });
-    FIELDFLOW_ASSERT(r != reported.end(), "ptxas reported no kernel '" + launch.symbol + "' of program '" + name + "'");
-    out.push_back(*r);
-  }
+                                [&](const toolchain::KernelResources& k) { return k.symbol == symbol; });
+    FIELDFLOW_ASSERT(r != reported.end(), "ptxas reported no kernel '" + symbol + "' of program '" + name + "'");
+    return *r;
+  };
+  std::vector<LaunchResources> out;
+  for (const auto& launch : cuda.launches) out.push_back({of(launch.narrow_symbol), of(launch.symbol)});
   return out;
 #else
   (void)cuda;
@@ -383,16 +403,18 @@ CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& o
 #endif
 }
 
-EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOptions& options, int max_grid_yz) {
-  return load_cuda_emulation(build_cuda_source(program, options), options, max_grid_yz);
+EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOptions& options, int max_grid_yz,
+                                 EmulatedIndexing indexing) {
+  return load_cuda_emulation(build_cuda_source(program, options), options, max_grid_yz, indexing);
 }
 
-EmulatedCuda load_cuda_emulation(CudaBuild built, const CompileOptions& options, int max_grid_yz) {
+EmulatedCuda load_cuda_emulation(CudaBuild built, const CompileOptions& options, int max_grid_yz,
+                                 EmulatedIndexing indexing) {
   FIELDFLOW_ASSERT(max_grid_yz >= 1, "the emulated grid needs at least one block along y and z");
   EmulatedCuda out{std::move(built), {}, std::nullopt, {}};
   const ir::Program& program = out.built.schedule.program;
   const std::string static_key = check_options(program, options);
-  out.source = cuda_emulation_source(out.built.schedule, max_grid_yz);
+  out.source = cuda_emulation_source(out.built.schedule, max_grid_yz, indexing);
   toolchain::ModuleCache cache = cache_at(options.cache_dir);
   auto loaded = cache.get_or_load(program.name, out.source, toolchain::default_compiler_config(false),
                                   fmt::format("{}abi{}cuda-emulation static:{}", passes::pipeline_description(),
@@ -403,12 +425,14 @@ EmulatedCuda load_cuda_emulation(CudaBuild built, const CompileOptions& options,
   return out;
 }
 
-CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_yz) {
-  return compile_cuda_emulated(build_cuda_source(program, options), options, max_grid_yz);
+CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_yz,
+                                      EmulatedIndexing indexing) {
+  return compile_cuda_emulated(build_cuda_source(program, options), options, max_grid_yz, indexing);
 }
 
-CompiledProgram compile_cuda_emulated(CudaBuild built, const CompileOptions& options, int max_grid_yz) {
-  EmulatedCuda e = load_cuda_emulation(std::move(built), options, max_grid_yz);
+CompiledProgram compile_cuda_emulated(CudaBuild built, const CompileOptions& options, int max_grid_yz,
+                                      EmulatedIndexing indexing) {
+  EmulatedCuda e = load_cuda_emulation(std::move(built), options, max_grid_yz, indexing);
   CompiledProgram::Impl::Image image;
   image.program = e.built.schedule.program;
   image.options = options;

@@ -36,12 +36,16 @@ struct CudaBinary {
 CudaBinary compile_cuda_binary(const std::string& name, const std::string& source, const std::string& arch,
                                const std::string& cache_dir);
 
-// What ptxas gives each launch's kernel of `cuda` for `arch` (empty: sm_90), in the order of
-// cuda.launches: registers per thread and bytes spilled to local memory. Known without a device
-// (`fieldflow inspect --backend cuda` prints it). Throws BackendUnavailableError without CUDA
-// support, CompileError as NVRTC does.
-std::vector<toolchain::KernelResources> cuda_kernel_resources(const std::string& name, const codegen::CudaSource& cuda,
-                                                              const std::string& arch);
+// What ptxas gives each launch's kernels of `cuda` for `arch` (empty: sm_90), in the order of
+// cuda.launches: registers per thread and bytes spilled to local memory, of the entry point with
+// 32-bit indexing (what calls that fit run) and of the one with 64-bit indexing. Known without a
+// device (`fieldflow inspect --backend cuda` prints it). Throws BackendUnavailableError without
+// CUDA support, CompileError as NVRTC does.
+struct LaunchResources {
+  toolchain::KernelResources narrow, wide;
+};
+std::vector<LaunchResources> cuda_kernel_resources(const std::string& name, const codegen::CudaSource& cuda,
+                                                   const std::string& arch);
 
 // Backend::cuda: throws BackendUnavailableError naming the reason when this build has no CUDA or
 // the machine no device.
@@ -64,9 +68,16 @@ CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& o
 // small tests take the pieces' path too. Every buffer access is checked for races between the
 // threads of a launch (see cuda_emulation_source): complete for the pieces it runs, and with the
 // runner's limit (65535) for any grid up to it.
-CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_yz = 3);
+// Like the CUDA runner, ff_run launches each kernel's 32-bit entry point when the call fits it
+// (ff_fits_32bit_indexing), unless `indexing` says always_64_bit (tests of the 64-bit kernels at
+// sizes a test can hold). The choice is part of the module's source, so two emulations of one
+// program that differ in it never share a loaded module.
+enum class EmulatedIndexing { as_the_runtime_chooses, always_64_bit };
+CompiledProgram compile_cuda_emulated(const ir::Program& program, const CompileOptions& options, int max_grid_yz = 3,
+                                      EmulatedIndexing indexing = EmulatedIndexing::as_the_runtime_chooses);
 // The same of a build given as it is (tests give it schedules the pipeline would not make).
-CompiledProgram compile_cuda_emulated(CudaBuild built, const CompileOptions& options, int max_grid_yz = 3);
+CompiledProgram compile_cuda_emulated(CudaBuild built, const CompileOptions& options, int max_grid_yz = 3,
+                                      EmulatedIndexing indexing = EmulatedIndexing::as_the_runtime_chooses);
 
 // The host-compiled module behind compile_cuda_emulated (the module cache's entry for
 // cuda_emulation_source), with the CUDA build it came from: also what the emulated CUDA runtime of
@@ -77,15 +88,21 @@ struct EmulatedCuda {
   std::optional<toolchain::LoadedModule> module;
   toolchain::CacheEntry entry;
 };
-EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOptions& options, int max_grid_yz = 3);
-EmulatedCuda load_cuda_emulation(CudaBuild built, const CompileOptions& options, int max_grid_yz = 3);
+EmulatedCuda load_cuda_emulation(const ir::Program& program, const CompileOptions& options, int max_grid_yz = 3,
+                                 EmulatedIndexing indexing = EmulatedIndexing::as_the_runtime_chooses);
+EmulatedCuda load_cuda_emulation(CudaBuild built, const CompileOptions& options, int max_grid_yz = 3,
+                                 EmulatedIndexing indexing = EmulatedIndexing::as_the_runtime_chooses);
 
 // The host source of that emulation: the kernels of `schedule` (generated with
 // CudaCodegenOptions::race_check: a launch whose threads touch one element where one of them
 // writes it throws std::logic_error naming the kernel, the buffer, the element and the threads),
 // ff_run (every launch, its grid from codegen::cuda_grid in pieces of at most max_grid_yz rows
-// along y and z) and ff_emulate_launch(launch, grid_x, grid_y, grid_z, block_x, call, y0, z0), one
-// launch with a grid and first rows the caller gives (what an emulated cudaLaunchKernel calls).
-std::string cuda_emulation_source(const ir::Schedule& schedule, int max_grid_yz);
+// along y and z) and ff_emulate_launch(entry, grid_x, grid_y, grid_z, block_x, call, y0, z0), one
+// launch of an entry point (by its index in emulation_entry_points) with a grid and first rows the
+// caller gives (what an emulated cudaLaunchKernel calls).
+std::string cuda_emulation_source(const ir::Schedule& schedule, int max_grid_yz,
+                                  EmulatedIndexing indexing = EmulatedIndexing::as_the_runtime_chooses);
+// The kernels' entry points in the emulation's order: each launch's 64-bit one, then its 32-bit one.
+std::vector<std::string> emulation_entry_points(const codegen::CudaSource& cuda);
 
 }  // namespace fieldflow::driver

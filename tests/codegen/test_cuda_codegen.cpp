@@ -10,6 +10,7 @@
 #include <functional>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -46,21 +47,25 @@ CompileOptions options_for(Layout layout) {
 // Sizes: partial blocks everywhere (no extent is a multiple of 64 or 128); 131 levels give two
 // blocks along x when the vertical dimension is unit-stride; the emulation caps the blocks along
 // y at 3, so every kernel with more than 3 rows strides; and the bounded mesh has skip values.
+// Both entry points of each kernel: the 32-bit ones these sizes fit, and the 64-bit ones.
 TEST_P(CudaExamples, EmulatedKernelsEqualReferenceBitwise) {
   const auto& ex = examples::example(GetParam().name);
   const Layout layout = GetParam().layout;
-  CompiledProgram prog = driver::compile_cuda_emulated(ex.program, options_for(layout));
-  std::vector<examples::ExampleSize> sizes = {{13, 7, 5}, {5, 3, 131}};
-  if (ex.unstructured) sizes.push_back({7, 5, 7, true});
-  else sizes.push_back({130, 3, 4});  // two blocks along I when it is unit-stride
-  for (const examples::ExampleSize& size : sizes) {
-    auto ref = ex.make_instance(size, layout, 5);
-    auto emu = ex.make_instance(size, layout, 5);
-    run_reference(ex.program, ref.arguments());
-    prog(emu.arguments());
-    for (auto& [name, field] : ref.fields)
-      EXPECT_TRUE(same_bits(field, emu.fields.at(name), ex.name + "." + name))
-          << "size " << size.nx << "x" << size.ny << "x" << size.nk << (size.bounded ? " (bounded mesh)" : "");
+  for (const auto indexing : {driver::EmulatedIndexing::as_the_runtime_chooses, driver::EmulatedIndexing::always_64_bit}) {
+    SCOPED_TRACE(indexing == driver::EmulatedIndexing::always_64_bit ? "64-bit indexing" : "32-bit indexing");
+    CompiledProgram prog = driver::compile_cuda_emulated(ex.program, options_for(layout), 3, indexing);
+    std::vector<examples::ExampleSize> sizes = {{13, 7, 5}, {5, 3, 131}};
+    if (ex.unstructured) sizes.push_back({7, 5, 7, true});
+    else sizes.push_back({130, 3, 4});  // two blocks along I when it is unit-stride
+    for (const examples::ExampleSize& size : sizes) {
+      auto ref = ex.make_instance(size, layout, 5);
+      auto emu = ex.make_instance(size, layout, 5);
+      run_reference(ex.program, ref.arguments());
+      prog(emu.arguments());
+      for (auto& [name, field] : ref.fields)
+        EXPECT_TRUE(same_bits(field, emu.fields.at(name), ex.name + "." + name))
+            << "size " << size.nx << "x" << size.ny << "x" << size.nk << (size.bounded ? " (bounded mesh)" : "");
+    }
   }
 }
 
@@ -90,7 +95,7 @@ TEST(CudaDefaults, LaunchesSayWhetherTheyRaiseErrors) {
     for (const codegen::CudaLaunch& l : b.source.launches) {
       EXPECT_EQ(l.raises_errors, b.schedule.kernels[static_cast<std::size_t>(l.kernel)].has_dynamic_shift)
           << ex.name << " " << l.symbol;
-      const std::size_t at = b.source.source.find("void __launch_bounds__(" + std::to_string(l.block_x) + ") " + l.symbol);
+      const std::size_t at = b.source.source.find("void " + l.symbol + "_body(");
       ASSERT_NE(at, std::string::npos) << l.symbol;
       const std::size_t end = b.source.source.find("\n}\n", at);
       EXPECT_EQ(b.source.source.substr(at, end - at).find("atomicOr") != std::string::npos, l.raises_errors) << l.symbol;
@@ -112,9 +117,9 @@ TEST(CudaDefaults, LaunchesSayWhetherTheyRaiseErrors) {
   EXPECT_GE(quiet, 1);
 }
 
-// What the generated source promises: one __global__ function and one launch per kernel, except
-// a kernel fused into its scan's level loop; no OpenMP, neighbour tables read through __ldg, scans
-// sweep their dimension inside the thread.
+// What the generated source promises: one launch per kernel, except a kernel fused into its
+// scan's level loop, with two __global__ entry points (64-bit and 32-bit indexing); no OpenMP,
+// neighbour tables read through __ldg, scans sweep their dimension inside the thread.
 TEST_P(CudaExamples, GeneratedSourceHasOneKernelPerScheduleKernel) {
   const auto& ex = examples::example(GetParam().name);
   const driver::CudaBuild b = driver::build_cuda_source(ex.program, options_for(GetParam().layout));
@@ -122,8 +127,16 @@ TEST_P(CudaExamples, GeneratedSourceHasOneKernelPerScheduleKernel) {
   std::size_t globals = 0, fused = 0;
   for (std::size_t at = src.find("__global__"); at != std::string::npos; at = src.find("__global__", at + 1)) ++globals;
   for (const auto& k : b.schedule.kernels) fused += k.fused_into >= 0;
-  EXPECT_EQ(globals, b.schedule.kernels.size() - fused);
+  EXPECT_EQ(globals, 2 * (b.schedule.kernels.size() - fused));
   ASSERT_EQ(b.source.launches.size(), b.schedule.kernels.size() - fused);
+  for (const auto& l : b.source.launches) {
+    EXPECT_NE(src.find(fmt::format("void __launch_bounds__({}) {}(", l.block_x, l.symbol)), std::string::npos);
+    EXPECT_NE(src.find(fmt::format("void __launch_bounds__({}) {}(", l.block_x, l.narrow_symbol)), std::string::npos);
+    EXPECT_NE(src.find(fmt::format("{}_body<std::int32_t, std::int32_t>(call, ff_y0, ff_z0);", l.symbol)),
+              std::string::npos);
+    EXPECT_NE(src.find(fmt::format("{}_body<std::int64_t, std::int64_t>(call, ff_y0, ff_z0);", l.symbol)),
+              std::string::npos);
+  }
   for (std::size_t i = 0; i < b.source.launches.size(); ++i)
     EXPECT_LT(i == 0 ? -1 : b.source.launches[i - 1].kernel, b.source.launches[i].kernel) << "in execution order";
   EXPECT_EQ(src.find("omp"), std::string::npos);
@@ -141,7 +154,7 @@ TEST_P(CudaExamples, GeneratedSourceHasOneKernelPerScheduleKernel) {
     EXPECT_NE(src.find("__ldg(&t"), std::string::npos);
   }
   if (scans) {
-    EXPECT_NE(src.find("for (std::int64_t st = 0;"), std::string::npos);
+    EXPECT_NE(src.find("for (ff_index st = 0;"), std::string::npos);
   }
   for (const auto& l : b.source.launches) {
     // x is the layout's unit-stride dimension among the grid's.
@@ -158,7 +171,7 @@ TEST_P(CudaExamples, GeneratedSourceHasOneKernelPerScheduleKernel) {
     const bool runs = k.kind == ir::KernelKind::pointwise && !k.connectivities.empty() && levels_along_y;
     EXPECT_EQ(l.rows_per_thread, runs ? codegen::cuda_levels_per_thread : 1) << l.symbol;
     if (runs) {
-      const std::size_t at = src.find("void __launch_bounds__(128) " + l.symbol + "(");
+      const std::size_t at = src.find("void " + l.symbol + "_body(");
       const std::size_t table = src.find("__ldg(&t", at), loop = src.find("#pragma unroll\n", at);
       ASSERT_NE(loop, std::string::npos) << l.symbol;
       EXPECT_LT(table, loop) << l.symbol << ": the neighbour row is read before the run's level loop";
@@ -215,23 +228,29 @@ TEST(CudaNvrtc, ASpillIsReported) {
   const driver::CudaBuild built =
       driver::build_cuda_source(examples::example("nabla4").program, options_for(Layout::horizontal_fastest));
   const auto fits = toolchain::nvrtc_compile_reporting("nabla4", built.source.source, "sm_90").kernels;
-  ASSERT_EQ(fits.size(), 1u);
-  EXPECT_EQ(fits[0].symbol, "ff_kernel_0");
-  EXPECT_FALSE(fits[0].spills());
-  EXPECT_GT(fits[0].registers, 32);
+  ASSERT_EQ(fits.size(), 2u) << "the kernel's entry points with 64-bit and with 32-bit indexing";
+  for (const auto& k : fits) {
+    EXPECT_TRUE(k.symbol == "ff_kernel_0" || k.symbol == "ff_kernel_0_i32") << k.symbol;
+    EXPECT_FALSE(k.spills()) << k.symbol;
+    EXPECT_GT(k.registers, 32) << k.symbol;
+  }
   // 1024 threads and 2 blocks per SM leave 32 registers per thread (65,536 per SM); ptxas ignores
   // --maxrregcount where a kernel states its launch bounds.
   std::string squeezed = built.source.source;
-  const auto bounds = squeezed.find("__launch_bounds__(128)");
-  ASSERT_NE(bounds, std::string::npos);
-  squeezed.replace(bounds, std::strlen("__launch_bounds__(128)"), "__launch_bounds__(1024, 2)");
+  for (int entry = 0; entry < 2; ++entry) {
+    const auto bounds = squeezed.find("__launch_bounds__(128)");
+    ASSERT_NE(bounds, std::string::npos);
+    squeezed.replace(bounds, std::strlen("__launch_bounds__(128)"), "__launch_bounds__(1024, 2)");
+  }
   const auto spilled = toolchain::nvrtc_compile_reporting("nabla4", squeezed, "sm_90").kernels;
-  ASSERT_EQ(spilled.size(), 1u);
-  EXPECT_LE(spilled[0].registers, 32);
-  EXPECT_TRUE(spilled[0].spills());
-  EXPECT_GT(spilled[0].spill_store_bytes, 0);
-  EXPECT_GT(spilled[0].spill_load_bytes, 0);
-  EXPECT_GT(spilled[0].stack_bytes, 0) << "spilled registers live in the stack frame";
+  ASSERT_EQ(spilled.size(), 2u);
+  for (const auto& k : spilled) {
+    EXPECT_LE(k.registers, 32) << k.symbol;
+    EXPECT_TRUE(k.spills()) << k.symbol;
+    EXPECT_GT(k.spill_store_bytes, 0) << k.symbol;
+    EXPECT_GT(k.spill_load_bytes, 0) << k.symbol;
+    EXPECT_GT(k.stack_bytes, 0) << k.symbol << ": spilled registers live in the stack frame";
+  }
 #endif
 }
 
@@ -292,9 +311,14 @@ TEST(CudaNvrtc, ResourcesArePerLaunch) {
     const auto resources = driver::cuda_kernel_resources(name, built.source, "");
     ASSERT_EQ(resources.size(), built.source.launches.size()) << name;
     for (std::size_t i = 0; i < resources.size(); ++i) {
-      EXPECT_EQ(resources[i].symbol, built.source.launches[i].symbol) << name;
-      EXPECT_GT(resources[i].registers, 0) << name;
-      EXPECT_LE(resources[i].registers, 255) << name;
+      EXPECT_EQ(resources[i].wide.symbol, built.source.launches[i].symbol) << name;
+      EXPECT_EQ(resources[i].narrow.symbol, built.source.launches[i].narrow_symbol) << name;
+      for (const auto& r : {resources[i].narrow, resources[i].wide}) {
+        EXPECT_GT(r.registers, 0) << name;
+        EXPECT_LE(r.registers, 255) << name;
+      }
+      // 32-bit offsets take one register where 64-bit ones take two.
+      EXPECT_LE(resources[i].narrow.registers, resources[i].wide.registers) << name << " " << resources[i].wide.symbol;
     }
     EXPECT_THROW(driver::cuda_kernel_resources(name, built.source, "compute_90"), OptionError);
   }
@@ -444,7 +468,7 @@ TEST(CudaRaceCheck, ThreadsOfALaunchSharingAnElementAreReported) {
   const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
   // Along x: thread 1 of block 0 writes w's element that thread 0 read.
   const std::string along_x = race_report(racing_step([&](const Expr& w) { return w(I + 1); }, 200, 4), 200, 4, 3);
-  EXPECT_NE(along_x.find("data race in emulated CUDA kernel ff_kernel_0: thread (block (0, 0, 0), thread 1) writes "
+  EXPECT_NE(along_x.find("data race in emulated CUDA kernel ff_kernel_0_i32: thread (block (0, 0, 0), thread 1) writes "
                          "element"),
             std::string::npos)
       << along_x;
@@ -529,6 +553,86 @@ TEST(CudaRuns, AMeshKernelsRunsOfLevelsEqualTheReference) {
         testing_support::compare_cuda_emulation_with_reference(pb.build(), args);
       }
     }
+}
+
+// ff_fits_32bit_indexing (fieldflow/abi.h) on descriptors alone: every partial sum of an element
+// offset, |offset| + sum of (max(|lo|, |hi|) + 2 max_shift) |stride|, must stay below 2^31, and
+// every box within +-2^29. Each bound is checked on both sides; a stride or a shift too large for
+// the products is refused without overflowing them.
+TEST(CudaIndexing, TheFitCheckBoundsEveryPartialSumOfAnOffset) {
+  using fieldflow::abi::ff_fits_32bit_indexing;
+  const std::int64_t limit = (std::int64_t{1} << 31) - 1, box = std::int64_t{1} << 29;
+  std::vector<std::int64_t> domains(2 * FF_MAX_DIMS, 0);
+  domains[0] = 0, domains[1] = 5, domains[2] = 0, domains[3] = 3;
+  ff_buffer b{};
+  b.lo[0] = 0, b.hi[0] = 5, b.strides[0] = 1;  // I: 5 points, reach 5
+  b.lo[1] = -1, b.hi[1] = 4;                   // K: levels -1..3, reach 4
+  ff_call call{};
+  call.buffers = &b;
+  call.domains = domains.data();
+  const auto fits = [&](std::int64_t stride, std::int64_t max_shift) {
+    b.strides[1] = stride;
+    b.offset = stride;  // -lo * stride along K
+    return ff_fits_32bit_indexing(&call, 1, 1, max_shift);
+  };
+  // With max_shift 1: stride + (4 + 2) stride + (5 + 2) = 7 stride + 7.
+  EXPECT_TRUE(fits(306'783'377, 1));   // 2,147,483,646
+  EXPECT_FALSE(fits(306'783'378, 1));  // 2,147,483,653
+  EXPECT_TRUE(fits(306'783'377 - 100, 1));
+  // The shift counts twice per dimension: 9 stride + 9 at max_shift 2.
+  EXPECT_FALSE(fits(306'783'377, 2));
+  EXPECT_TRUE(fits((limit - 9) / 9, 2));
+  EXPECT_FALSE(fits((limit - 9) / 9 + 1, 2));
+  EXPECT_FALSE(fits(1, box + 1)) << "a shift past the boxes' bound";
+  EXPECT_FALSE(fits(1, -1));
+  EXPECT_FALSE(fits(std::int64_t{1} << 40, 1)) << "a stride past 2^31, refused before its product";
+  EXPECT_FALSE(fits(std::numeric_limits<std::int64_t>::max(), 1));
+  // An empty extent is skipped: such a buffer is never read.
+  EXPECT_TRUE(fits(100, 1));
+  b.hi[1] = b.lo[1];
+  b.strides[1] = std::int64_t{1} << 40;
+  b.offset = 0;
+  EXPECT_TRUE(ff_fits_32bit_indexing(&call, 1, 1, 1));
+  b.hi[1] = 4;
+  // Boxes: a coordinate up to 2^29 either side.
+  for (const std::int64_t edge : {box, -box}) {
+    b.lo[2] = std::min<std::int64_t>(edge, 0), b.hi[2] = std::max<std::int64_t>(edge, 0) + (edge < 0), b.strides[2] = 0;
+    EXPECT_TRUE(fits(100, 1)) << edge;
+    b.lo[2] -= edge < 0, b.hi[2] += edge > 0;
+    EXPECT_FALSE(fits(100, 1)) << edge;
+  }
+  b.lo[2] = b.hi[2] = 0;
+  domains[5] = box;
+  EXPECT_TRUE(fits(100, 1));
+  domains[5] = box + 1;
+  EXPECT_FALSE(fits(100, 1)) << "a kernel's box";
+  domains[5] = 0;
+  domains[4] = -box - 1;
+  EXPECT_FALSE(fits(100, 1));
+  domains[4] = 0;
+  // A negative offset (a field whose box starts far from 0) counts by its magnitude.
+  b.strides[1] = 1000;
+  b.offset = -limit;
+  EXPECT_FALSE(ff_fits_32bit_indexing(&call, 1, 1, 1));
+  b.offset = -(limit - (4 + 2) * 1000 - (5 + 2));
+  EXPECT_TRUE(ff_fits_32bit_indexing(&call, 1, 1, 1));
+  b.offset = -(limit - (4 + 2) * 1000 - (5 + 2) + 1);
+  EXPECT_FALSE(ff_fits_32bit_indexing(&call, 1, 1, 1));
+}
+
+// A field whose offsets pass 2^31 (levels 2^29 float32 elements apart, in address space reserved
+// without memory) is read by the 64-bit kernels, which the emulation chooses as the runner does,
+// and equals the reference; one at the fit check's bound takes the 32-bit kernels and equals it too.
+TEST(CudaIndexing, FieldsWhoseOffsetsPass32BitsEqualTheReference) {
+  for (const std::int64_t stride : {std::int64_t{1} << 29, std::int64_t{306'783'377}}) {
+    SCOPED_TRACE(stride);
+    const auto far = testing_support::far_apart_levels(stride);
+    const testing_support::ReferenceOutcome ref = testing_support::run_reference_on_copies(far->program, far->args);
+    ASSERT_EQ(ref.error, nullptr);
+    driver::compile_cuda_emulated(far->program, options_for(Layout::horizontal_fastest))(far->args);
+    for (const auto& [mine, theirs] : ref.pairs)
+      if (mine == &far->o) EXPECT_TRUE(same_bits(*theirs, *mine, "o"));  // a is strided: same_bits compares bytes
+  }
 }
 
 // Backend::cuda on this machine: a typed error saying why when there is no device (or no CUDA in

@@ -473,6 +473,23 @@ TEST(CudaDevice, ABoxWithMoreRowsThanBlocksRunsInPieces) {
   }
 }
 
+// A field whose offsets pass 2^31 (levels 2^29 float32 elements apart: 10 GiB of address space
+// reserved without memory, copied to the device) runs the 64-bit kernels and equals the
+// reference, as CudaIndexing.FieldsWhoseOffsetsPass32BitsEqualTheReference checks under emulation;
+// at the fit check's bound the 32-bit ones run and equal it too.
+TEST(CudaDevice, FieldsWhoseOffsetsPass32BitsEqualTheReference) {
+  REQUIRE_DEVICE();
+  for (const std::int64_t stride : {std::int64_t{1} << 29, std::int64_t{306'783'377}}) {
+    SCOPED_TRACE(stride);
+    const auto far = testing_support::far_apart_levels(stride);
+    const testing_support::ReferenceOutcome ref = testing_support::run_reference_on_copies(far->program, far->args);
+    ASSERT_EQ(ref.error, nullptr);
+    compile(far->program, cuda_options(TransientMemoryMode::pool, Layout::horizontal_fastest))(far->args);
+    for (const auto& [mine, theirs] : ref.pairs)
+      if (mine == &far->o) EXPECT_TRUE(same_bits(*theirs, *mine, "o"));  // a is strided: same_bits compares bytes
+  }
+}
+
 TEST(CudaDevice, PerCallStreams) {
   REQUIRE_DEVICE();
   cudaStream_t s[2] = {nullptr, nullptr};

@@ -101,6 +101,51 @@ TEST_F(EmulatedRunner, ABoxWithMoreRowsThanCudaHasBlocksIsLaunchedInPieces) {
   }
 }
 
+// A call whose boxes and buffers fit 32-bit indexing (fieldflow/abi.h, ff_fits_32bit_indexing)
+// launches each kernel's 32-bit entry point, any other the 64-bit one: a field whose levels lie
+// 2^29 float32 elements apart (its offsets pass 2^31), or just past the check's bound, and every
+// call equals the reference. The choice is made per call: the same program takes both.
+TEST_F(EmulatedRunner, CallsThatFit32BitIndexingRunThe32BitKernelsAndOthersThe64BitOnes) {
+  const auto launched_only = [&](bool narrow) {
+    if (emulator_.launched.empty()) return false;
+    return std::all_of(emulator_.launched.begin(), emulator_.launched.end(), [&](const std::string& symbol) {
+      return symbol.ends_with("_i32") == narrow;
+    });
+  };
+  std::optional<EmulatedProgram> p;
+  for (const auto& [stride, narrow] : {std::pair<std::int64_t, bool>{306'783'377, true}, {306'783'378, false},
+                                       {std::int64_t{1} << 29, false}, {12, true}}) {
+    SCOPED_TRACE(stride);
+    const auto far = testing_support::far_apart_levels(stride);
+    if (!p) p.emplace(make(far->program));
+    const testing_support::ReferenceOutcome ref = testing_support::run_reference_on_copies(far->program, far->args);
+    ASSERT_EQ(ref.error, nullptr);
+    // Device views of the same memory: the emulator calls the mapping and o device memory.
+    emulator_.add_device(far->memory.data(), far->memory.bytes());
+    emulator_.add_device(far->o.data(), far->o.span_bytes());
+    const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+    Field a = Field::view(far->memory.data(), {I, K}, DType::float32, {5, 5}, {1, stride}, {0, -1}, Device::cuda);
+    Field o = Field::view(far->o.data(), {I, K}, DType::float32, {5, 3}, {1, 5}, {0, 0}, Device::cuda);
+    Arguments args;
+    args.field("a", a).field("o", o);
+    emulator_.forget_calls();
+    (*p->program)(args);
+    EXPECT_TRUE(launched_only(narrow)) << (emulator_.launched.empty() ? "nothing" : emulator_.launched[0]) << " launched";
+    emulator_.remove_device(far->memory.data());
+    emulator_.remove_device(far->o.data());
+    for (const auto& [mine, theirs] : ref.pairs)
+      if (mine == &far->o) EXPECT_TRUE(same_bits(*theirs, *mine, "o"));  // a is strided: same_bits compares bytes
+  }
+  // The built-in programs at the tests' sizes fit.
+  const auto& ex = examples::example("hdiff");
+  EmulatedProgram hdiff = make(ex.program);
+  auto dev = ex.make_instance({13, 7, 5}, Layout::horizontal_fastest, 3);
+  EmulatedDeviceFields d(emulator_, dev);
+  emulator_.forget_calls();
+  (*hdiff.program)(d.args);
+  EXPECT_TRUE(launched_only(true));
+}
+
 // In persistent mode a steady-state call copies nothing: same fields, same transients. (In pool
 // mode the transients may come back at other addresses, and the descriptor is uploaded again.)
 TEST_F(EmulatedRunner, DeviceFieldsEqualTheReferenceWithOneSyncAndNoCopies) {
@@ -357,7 +402,9 @@ TEST_F(EmulatedRunner, MovedViewsAreCheckedAgainAndCudaFailuresAreTypedErrors) {
     (*p.program)(d.args);
     ADD_FAILURE() << "a failed launch went unnoticed";
   } catch (const CudaError& e) {
-    EXPECT_NE(std::string(e.what()).find("cudaLaunchKernel failed for program 'laplacian"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cudaLaunchKernel failed for program 'laplacian' kernel 'ff_kernel_0_i32'"),
+              std::string::npos)
+        << e.what() << ": names the entry point it launched";
     EXPECT_NE(std::string(e.what()).find("cudaErrorLaunchFailure"), std::string::npos) << e.what();
   }
   emulator_.launch_result = cudaSuccess;
@@ -412,7 +459,7 @@ TEST_F(EmulatedRunner, OptionsWithoutTheKernelCountAreRefused) {
   ro.buffers = ex.program.params.size() + built.schedule.transients.size();
   ro.api = &testing_support::emulated_api;
   testing_support::emulator = &emulator_;
-  for (const auto& l : ro.launches) emulator_.symbols.push_back(l.symbol);
+  emulator_.symbols = driver::emulation_entry_points(built.source);
   try {
     runtime::cuda::make_cuda_runner(ro);
     ADD_FAILURE() << "a runner without its kernel count was made";

@@ -190,7 +190,12 @@ class CaseRunner {
     switch (path) {
       case Path::cpu: inst.program = std::make_unique<CompiledProgram>(compile(c_.program, o)); break;
       case Path::c_api: inst.handle.reset(capi::wrap(compile(c_.program, o))); break;
-      case Path::cuda_kernels: inst.program = std::make_unique<CompiledProgram>(driver::compile_cuda_emulated(c_.program, o)); break;
+      case Path::cuda_kernels:
+        // The fuzzer's sizes fit 32-bit indexing; the kernels on views take the 64-bit entry
+        // points instead, so each case runs both.
+        inst.program = std::make_unique<CompiledProgram>(driver::compile_cuda_emulated(
+            c_.program, o, 3, views ? driver::EmulatedIndexing::always_64_bit : driver::EmulatedIndexing::as_the_runtime_chooses));
+        break;
       case Path::cuda_runner:
 #ifdef FIELDFLOW_WITH_CUDA
         inst.runner = testing_support::compile_with_emulated_runtime(emulator_, c_.program, o);

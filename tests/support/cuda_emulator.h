@@ -46,6 +46,7 @@ struct Emulator {
     std::int64_t y0, z0;
   };
   std::vector<Piece> launch_pieces;  // each launch's blocks along y and z and its first rows
+  std::vector<std::string> launched;  // each launch's kernel symbol
   // Whether copies and launches are written down above (not in a count of the runner's own
   // heap allocations: the vectors would allocate).
   bool record = true;
@@ -76,6 +77,7 @@ struct Emulator {
     copies.clear();
     launch_streams.clear();
     launch_pieces.clear();
+    launched.clear();
     copy_streams.clear();
     syncs = 0;
     pointer_queries = 0;
@@ -130,6 +132,7 @@ inline const runtime::cuda::CudaApi emulated_api{
         emulator->launch_pieces.push_back({grid.y, grid.z, y0, z0});
       }
       const int index = static_cast<int>(reinterpret_cast<std::uintptr_t>(k)) - 1;
+      if (emulator->record) emulator->launched.push_back(emulator->symbols[index]);
       emulator->launch(index, grid.x, grid.y, grid.z, block.x, *static_cast<const ff_call* const*>(args[0]), y0, z0);
       return cudaSuccess;
     },
@@ -221,8 +224,7 @@ inline EmulatedProgram compile_with_emulated_runtime(Emulator& e, const ir::Prog
   EmulatedProgram out;
   out.module.emplace(std::move(*emulation.module));
   e.launch = reinterpret_cast<Emulator::Launch>(out.module->symbol("ff_emulate_launch"));
-  e.symbols.clear();
-  for (const auto& l : built.source.launches) e.symbols.push_back(l.symbol);
+  e.symbols = driver::emulation_entry_points(built.source);
   CompiledProgram::Impl::Image image;
   image.program = program;
   image.options = o;

@@ -10,10 +10,14 @@
 #include <cstring>
 #include <functional>
 #include <list>
+#include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <typeinfo>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "driver/cuda_build.h"
 #include "fieldflow/compile.h"
@@ -68,6 +72,54 @@ inline TallBox tall_box(bool along_z) {
         fa.at<double>({i, j, k}) = static_cast<double>((i * 7 + j * 3 + k * 5) % 101) + 0.25;
   box.args.field("a", fa).field("o", fo).scalar("ni", n_i).scalar("nj", n_j).scalar("nk", n_k);
   return box;
+}
+
+// Address space without memory: an anonymous mapping reserved with MAP_NORESERVE, of which only
+// the pages a program touches become memory. A test can then give a field whose element offsets
+// pass 2^31 (levels 2^29 elements apart) on a machine with a few gigabytes.
+class SparseMapping {
+ public:
+  explicit SparseMapping(std::size_t bytes) : bytes_(bytes) {
+    data_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (data_ == MAP_FAILED) throw std::runtime_error("mmap of " + std::to_string(bytes) + " bytes of address space failed");
+  }
+  SparseMapping(const SparseMapping&) = delete;
+  SparseMapping& operator=(const SparseMapping&) = delete;
+  ~SparseMapping() { munmap(data_, bytes_); }
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// A float32 field a(I, K) of 5 points by 5 levels (K from -1) whose levels lie `stride` elements
+// apart in a SparseMapping, and a program reading it a level up and a level down: o = a(K + 1) -
+// a(K - 1) over I in [0, 5), K in [0, 3). At a stride of 2^29 its offsets pass 2^31 (32-bit
+// indexing would read elsewhere); ff_fits_32bit_indexing accepts strides up to 306,783,377
+// (7 stride + 7 < 2^31: a's offset of K = 0, then per dimension (reach + 2 max_shift) stride).
+struct FarApartLevels {
+  ir::Program program;
+  SparseMapping memory;
+  Field a, o;  // a over the mapping, o a plain field, both host views (Device::cpu)
+  Arguments args;
+};
+inline std::unique_ptr<FarApartLevels> far_apart_levels(std::int64_t stride) {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  ProgramBuilder pb("far_apart_levels");
+  Expr a = pb.field("a", {I, K}, DType::float32), o = pb.field("o", {I, K}, DType::float32);
+  pb.call("across_levels", a(K + 1) - a(K - 1), {o}, {{I, 0, 5}, {K, 0, 3}});
+  const std::vector<Dimension> dims{I, K};
+  const std::size_t bytes = static_cast<std::size_t>(4 * stride + 5) * sizeof(float);
+  auto out = std::unique_ptr<FarApartLevels>(new FarApartLevels{
+      pb.build(), SparseMapping(bytes), Field({I, K}, DType::float32, {5, 3}, {}, Layout::horizontal_fastest),
+      Field({I, K}, DType::float32, {5, 3}, {}, Layout::horizontal_fastest), {}});
+  out->a = Field::view(out->memory.data(), dims, DType::float32, {5, 5}, {1, stride}, {0, -1});
+  for (std::int64_t i = 0; i < 5; ++i)
+    for (std::int64_t k = -1; k < 4; ++k) out->a.at<float>({i, k}) = static_cast<float>(i * 10 + k * k) + 0.5f;
+  out->args.field("a", out->a).field("o", out->o);
+  return out;
 }
 
 // Whether a CUDA device can run Backend::cuda here (asked once).

@@ -95,7 +95,8 @@ std::optional<Statement> local_statement(const std::string& s) {
   std::size_t i = skip_space(s, 0);
   if (auto a = local_assignment(s, i)) return a;
   if (starts_with_at(s, i, "const") && i + 5 < s.size() && space(s[i + 5])) i = skip_space(s, i + 5);
-  for (std::string_view type : {"double", "float", "bool", "std::int32_t", "std::int64_t"})
+  // ff_index and ff_offset: CUDA kernels' coordinate and element-offset types (Dialect).
+  for (std::string_view type : {"double", "float", "bool", "std::int32_t", "std::int64_t", "ff_index", "ff_offset"})
     if (starts_with_at(s, i, type) && i + type.size() < s.size() && space(s[i + type.size()])) {
       auto d = local_assignment(s, skip_space(s, i + type.size()));
       if (d) d->type = type;

@@ -22,12 +22,12 @@ const Dialect& cpu_dialect() {
 // Device code: CUDA's global math overloads and ff_limits (NVRTC has no <cmath> nor <limits>; the
 // CUDA source defines ff_limits), tables through the read-only data cache.
 const Dialect& cuda_dialect() {
-  static const Dialect d{"::", "ff_limits", "__restrict__", true, ""};
+  static const Dialect d{"::", "ff_limits", "__restrict__", true, "", "ff_index", "ff_offset"};
   return d;
 }
 
 const Dialect& cuda_race_check_dialect() {
-  static const Dialect d{"::", "ff_limits", "__restrict__", true, "ff_checked"};
+  static const Dialect d{"::", "ff_limits", "__restrict__", true, "ff_checked", "ff_index", "ff_offset"};
   return d;
 }
 
@@ -93,8 +93,8 @@ std::string PointEmitter::bounds() const {
   std::string b = fmt::format("  const std::int64_t* dom{0} = call->domains + {0} * 2 * FF_MAX_DIMS;\n", kidx_);
   std::string points = "std::int64_t(1)";
   for (std::size_t a = 0; a < loop_dims_.size(); ++a) {
-    b += fmt::format("  const std::int64_t {} = dom{}[{}], {} = dom{}[{}];\n", lo(loop_dims_[a]), kidx_, 2 * a,
-                     hi(loop_dims_[a]), kidx_, 2 * a + 1);
+    b += fmt::format("  const {0} {1} = static_cast<{0}>(dom{2}[{3}]), {4} = static_cast<{0}>(dom{2}[{5}]);\n",
+                     dialect_.index_type, lo(loop_dims_[a]), kidx_, 2 * a, hi(loop_dims_[a]), 2 * a + 1);
     points += fmt::format(" * ({} - {})", hi(loop_dims_[a]), lo(loop_dims_[a]));
   }
   return b + fmt::format("  const std::int64_t points_k{} = {};\n", kidx_, points);
@@ -107,7 +107,7 @@ std::string PointEmitter::hi(const Dimension& d) const { return fmt::format("hi_
 std::string PointEmitter::var(const Dimension& d) { return "x_" + sanitize(d.name); }
 
 std::string PointEmitter::level(const Expr& scan) const {
-  return fmt::format("const std::int64_t {} = {} ? {} + st : {} - 1 - st;\n", var(scan.dim),
+  return fmt::format("const {} {} = {} ? {} + st : {} - 1 - st;\n", dialect_.index_type, var(scan.dim),
                      scan.forward ? "true" : "false", lo(scan.dim), hi(scan.dim));
 }
 
@@ -204,12 +204,13 @@ std::string PointEmitter::use_buffer(const std::string& name, bool write) {
       d_.column_locals += fmt::format("    {} + tid * call->buffers[{}].thread_stride;  // {}\n", decl, b, name);
     else
       d_.text += fmt::format("  {};  // {}\n", decl, name);
-    d_.text += fmt::format("  const std::int64_t o{} = call->buffers[{}].offset;\n", b, b);
+    d_.text += fmt::format("  const {0} o{1} = static_cast<{0}>(call->buffers[{1}].offset);\n", dialect_.offset_type, b);
     const Dimension unit = unit_dim(name, dims);
     for (std::size_t a = 0; a < dims.size(); ++a)
       if (!(dims[a] == unit) && (!column_local(name) || dims[a].kind == DimKind::vertical ||
                                  static_cast<int>(a) == column_block_axis(name)))
-        d_.text += fmt::format("  const std::int64_t s{}_{} = call->buffers[{}].strides[{}];\n", b, a, b, a);
+        d_.text += fmt::format("  const {0} s{1}_{2} = static_cast<{0}>(call->buffers[{1}].strides[{2}]);\n",
+                               dialect_.offset_type, b, a);
   }
   return v;
 }
@@ -295,6 +296,7 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
     if (column && dims[a].kind != DimKind::vertical && !along_block) continue;  // the thread's column
     const Index* i = find(p, dims[a]);
     FIELDFLOW_ASSERT(i, "buffer " + name + " read at a point without " + dims[a].name);
+    max_shift_ = std::max(max_shift_, i->offset < 0 ? -i->offset : i->offset);
     const std::string stride = fmt::format("s{}_{}", b, a);
     std::string idx = i->str();
     if (along_block) {
@@ -307,7 +309,9 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
                           "ff_error_dynamic_offset; {1} = call->buffers[{2}].lo[{3}]; }}\n",
                           pad(ind), d, b, a);
       uses_error_ = true;
-      idx = d;
+      // Checked in 64 bits, then a coordinate in the buffer's box, of the coordinates' type: a
+      // 64-bit term would make a 32-bit kernel's whole offset 64-bit arithmetic again.
+      idx = fmt::format("static_cast<{}>({})", dialect_.index_type, d);
     }
     flat += dims[a] == unit ? fmt::format(" + {}", idx) : fmt::format(" + {} * {}", idx, stride);
     if (!rows) continue;
@@ -329,7 +333,7 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
   std::string base = lookup(key);
   if (base.empty()) {
     base = fresh("row");
-    code += fmt::format("{}const std::int64_t {} = {};\n", pad(ind), base, row);
+    code += fmt::format("{}const {} {} = {};\n", pad(ind), dialect_.offset_type, base, row);
     memo_.back()[key] = base;
   }
   std::string sum;  // ` + x_K - s0_1`

@@ -24,6 +24,13 @@ struct Dialect {
   // the buffer's index: the host emulation of CUDA kernels checks every load and store through it
   // (cuda_race_check_dialect). Empty: restrict-qualified raw pointers.
   std::string checked_buffer;
+  // The types of a point's coordinates (loop variables, boxes) and of element offsets into a
+  // buffer (its offset, strides, rows). 64-bit on the CPU. CUDA kernels are templates over both
+  // (`ff_index`, `ff_offset`), instantiated with 64-bit and with 32-bit integers, and the runtime
+  // launches the 32-bit kernel when a call's boxes and buffers fit (fieldflow/abi.h,
+  // ff_fits_32bit_indexing, given max_shift()). Neighbour-table lookups stay 64-bit.
+  std::string index_type = "std::int64_t";
+  std::string offset_type = "std::int64_t";
 };
 const Dialect& cpu_dialect();
 const Dialect& cuda_dialect();
@@ -69,6 +76,9 @@ class PointEmitter {
   std::string bounds() const;
   std::string points() const;
   bool uses_error() const { return uses_error_; }
+  // The largest constant offset along any dimension of any buffer access emitted so far: what
+  // bounds a stencil's coordinates beyond the boxes of the buffers it reads (32-bit indexing).
+  std::int64_t max_shift() const { return max_shift_; }
   std::string lo(const Dimension& d) const;
   std::string hi(const Dimension& d) const;
   static std::string var(const Dimension& d);
@@ -144,6 +154,7 @@ class PointEmitter {
   std::vector<std::string> reduce_src_;      // their source element index, or empty (shifted elsewhere)
   int counter_ = 0;
   bool uses_error_ = false;
+  std::int64_t max_shift_ = 0;
   std::string carry_index_;  // subscript of the carries (a block's column), or empty
   // Buffers whose value at this kernel's loop point is a local: the carries of the scan this
   // kernel is fused into (fuse_scan_consumers). Read nowhere else.

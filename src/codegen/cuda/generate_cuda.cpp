@@ -68,7 +68,7 @@ class CudaKernelEmitter : public PointEmitter {
       }
       for (std::size_t c = 0; c < e.init.size(); ++c)
         inner += fmt::format("{}{} c{} = {};\n", pad(ind), ctype(e.init[c].dtype()), c, literal(e.init[c], dialect_));
-      inner += fmt::format("{}for (std::int64_t st = 0; st < {} - {}; ++st) {{\n{}{}", pad(ind), hi(e.dim), lo(e.dim),
+      inner += fmt::format("{}for (ff_index st = 0; st < {} - {}; ++st) {{\n{}{}", pad(ind), hi(e.dim), lo(e.dim),
                            pad(ind + 1), level(e)) + body + pad(ind) + "}\n";
     } else {
       store_value(p, inner, ind);
@@ -78,18 +78,22 @@ class CudaKernelEmitter : public PointEmitter {
       const std::string& level = var(grid[grid.size() - 2]);
       const HoistedLoopBody split = hoist_loop_invariants(inner, level);
       inner = split.invariant +
-              fmt::format("{0}#pragma unroll\n{0}for (std::int64_t {1} = ff_run; {1} < ff_run + {2} && {1} < {3}; ++{1}) {{\n",
+              fmt::format("{0}#pragma unroll\n{0}for (ff_index {1} = ff_run; {1} < ff_run + {2} && {1} < {3}; ++{1}) {{\n",
                           pad(ind), level, launch.rows_per_thread, hi(grid[grid.size() - 2])) +
               split.body + pad(ind) + "}\n";
     }
 
-    std::string code = fmt::format("// kernel {}: '{}' ({}{})\nextern \"C\" __global__ void __launch_bounds__({}) {}(const ff_call* {} call, "
-                                   "std::int64_t ff_y0, std::int64_t ff_z0) {{\n",
+    // The body is a template over the index types (Dialect::index_type): each kernel has a 64-bit
+    // and a 32-bit entry point, and the runtime launches the 32-bit one when the call fits.
+    launch.narrow_symbol = launch.symbol + "_i32";
+    std::string code = fmt::format("// kernel {}: '{}' ({}{})\ntemplate <class ff_index, class ff_offset>\n"
+                                   "__device__ __forceinline__ void {}_body(const ff_call* {} call, std::int64_t ff_y0, "
+                                   "std::int64_t ff_z0) {{\n",
                                    kidx_, k_.name, scan ? "scan" : "pointwise",
                                    consumer ? fmt::format(", with kernel {} '{}' in its level loop", kidx_ + 1,
                                                           s_.kernels[kidx_ + 1].name)
                                             : "",
-                                   launch.block_x, launch.symbol, dialect_.restrict_qualifier);
+                                   launch.symbol, dialect_.restrict_qualifier);
     code += bounds();
     if (consumer) code += consumer->bounds();
     const bool raises_errors = uses_error_ || (consumer && consumer->uses_error());
@@ -104,30 +108,34 @@ class CudaKernelEmitter : public PointEmitter {
       in_grid = "blockIdx.x == 0 && threadIdx.x == 0";
     } else {
       const Dimension& x = grid.back();
-      code += fmt::format("  const std::int64_t {} = {} + std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;\n", var(x),
-                          lo(x));
+      // A coordinate in ff_index: its box fits it, and a thread's point passes the box's end by
+      // less than a block.
+      code += fmt::format("  const ff_index {} = {} + static_cast<ff_index>(blockIdx.x) * static_cast<ff_index>(blockDim.x) + "
+                          "static_cast<ff_index>(threadIdx.x);\n", var(x), lo(x));
       in_grid = fmt::format("{} < {}", var(x), hi(x));
-      const auto row = [&](const std::string& v, const std::string& from, const std::string& to, const char* first,
-                           char axis) {
-        code += fmt::format("  const std::int64_t {} = {} + {} + blockIdx.{};\n", v, from, first, axis);
+      const auto row = [&](const char* type, const std::string& v, const std::string& from, const std::string& to,
+                           const char* first, char axis) {
+        code += fmt::format("  const {0} {1} = static_cast<{0}>({2} + {3} + blockIdx.{4});\n", type, v, from, first, axis);
         in_grid += fmt::format(" && {} < {}", v, to);
       };
       if (grid.size() > 1) {
         const Dimension& y = grid[grid.size() - 2];
         if (launch.rows_per_thread == 1) {
-          row(var(y), lo(y), hi(y), "ff_y0", 'y');
+          row("ff_index", var(y), lo(y), hi(y), "ff_y0", 'y');
         } else {  // the first level of the thread's run
-          code += fmt::format("  const std::int64_t ff_run = {} + (ff_y0 + blockIdx.y) * {};\n", lo(y), launch.rows_per_thread);
+          code += fmt::format("  const ff_index ff_run = static_cast<ff_index>({} + (ff_y0 + blockIdx.y) * {});\n", lo(y),
+                              launch.rows_per_thread);
           in_grid += fmt::format(" && ff_run < {}", hi(y));
         }
       }
       // The dimensions beyond x and y (K of a 3-D kernel) go along z. More than one (a kernel over
-      // four or more dimensions) are flattened, slowest first, and split once per thread.
-      if (grid.size() == 3) row(var(grid[0]), lo(grid[0]), hi(grid[0]), "ff_z0", 'z');
+      // four or more dimensions) are flattened, slowest first, and split once per thread (their
+      // product may pass 32 bits where each coordinate does not).
+      if (grid.size() == 3) row("ff_index", var(grid[0]), lo(grid[0]), hi(grid[0]), "ff_z0", 'z');
       if (grid.size() > 3) {
         std::string rest = "std::int64_t(1)";
         for (std::size_t a = 0; a + 2 < grid.size(); ++a) rest += fmt::format(" * ({} - {})", hi(grid[a]), lo(grid[a]));
-        row("rz", "0", rest, "ff_z0", 'z');
+        row("std::int64_t", "rz", "0", rest, "ff_z0", 'z');
       }
     }
     code += fmt::format("  if ({}) {{\n", in_grid);
@@ -136,18 +144,26 @@ class CudaKernelEmitter : public PointEmitter {
       for (std::size_t a = grid.size() - 2; a-- > 0;) {
         const Dimension& d = grid[a];
         if (a == 0) {
-          code += fmt::format("    const std::int64_t {} = {} + q;\n", var(d), lo(d));
+          code += fmt::format("    const ff_index {} = static_cast<ff_index>({} + q);\n", var(d), lo(d));
         } else {
-          code += fmt::format("    const std::int64_t {0} = {1} + q % ({2} - {1});\n    q /= {2} - {1};\n", var(d), lo(d),
-                              hi(d));
+          code += fmt::format("    const ff_index {0} = static_cast<ff_index>({1} + q % ({2} - {1}));\n    q /= {2} - {1};\n",
+                              var(d), lo(d), hi(d));
         }
       }
     }
     // The point's code in its own block, inside the test of the grid.
     code += "    {\n" + inner + "    }\n  }\n";
     code += raises_errors ? "  if (err) atomicOr(reinterpret_cast<unsigned int*>(call->error), static_cast<unsigned int>(err));\n" : "";
+    code += "}\n";
+    const auto entry = [&](const std::string& symbol, const char* index, const char* offset) {
+      return fmt::format("extern \"C\" __global__ void __launch_bounds__({0}) {1}(const ff_call* {2} call, std::int64_t ff_y0, "
+                         "std::int64_t ff_z0) {{\n  {3}_body<{4}, {5}>(call, ff_y0, ff_z0);\n}}\n",
+                         launch.block_x, symbol, dialect_.restrict_qualifier, launch.symbol, index, offset);
+    };
+    code += entry(launch.symbol, "std::int64_t", "std::int64_t") + entry(launch.narrow_symbol, "std::int32_t", "std::int32_t");
     launch.raises_errors = raises_errors;
-    return {code + "}\n\n", launch};
+    launch.max_shift = std::max(max_shift_, consumer ? consumer->max_shift() : 0);
+    return {code + "\n", launch};
   }
 
   // This kernel's code at one level of the scan it is fused into, where the scan's thread is:

@@ -17,7 +17,9 @@ namespace fieldflow::codegen {
 // is launched in pieces (cuda_grid). A scan's own dimension is not in the grid: each thread
 // sweeps its column with the carry in registers.
 struct CudaLaunch {
-  std::string symbol;          // extern "C" __global__ function
+  std::string symbol;          // extern "C" __global__ function, 64-bit indexing
+  std::string narrow_symbol;   // the same kernel with 32-bit indexing: what a call whose boxes and
+                               // buffers fit runs (fieldflow/abi.h, ff_fits_32bit_indexing)
   int kernel = 0;              // index into Schedule::kernels (its box is in ff_call::domains)
   int block_x = 128;           // threads per block (block y and z are 1)
   int x_axis = -1;             // position in ir::kernel_loop_dims of the dimension along x; -1: one thread
@@ -27,6 +29,7 @@ struct CudaLaunch {
                                // kernel's run of levels: cuda_levels_per_thread)
   int loop_dims = 0;           // the kernel's loop dimensions (a scan's own one is not in the grid)
   bool raises_errors = false;  // checks reads while running: may set ff_call::error
+  std::int64_t max_shift = 0;  // the largest constant offset of its accesses (ff_fits_32bit_indexing)
 };
 
 // Levels in a mesh kernel's run: what does not change with the level (the neighbour-table
@@ -52,7 +55,9 @@ struct CudaSource {
 // Sizes, strides and boxes are read from an ff_call in device memory (the runtime copies the
 // descriptor before the launches), so one module serves every grid size, as on the CPU. Kernels
 // take `(const ff_call* call, int64_t y0, int64_t z0)`, y0 and z0 the first row along y and z of
-// the launch's piece, and report failed in-kernel checks with atomicOr into call->error.
+// the launch's piece, and report failed in-kernel checks with atomicOr into call->error. Each has
+// two entry points, CudaLaunch::symbol (64-bit indexing) and narrow_symbol (32-bit), around one
+// body templated over its index types.
 CudaSource generate_cuda_source(const ir::Schedule& s, const CudaCodegenOptions& options = {});
 
 // What every CUDA translation unit has before the kernels (once, however many programs follow):

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -176,6 +177,11 @@ class CudaRunner final : public DeviceRunner {
     }
 
     const ff_call* device_call = reinterpret_cast<const ff_call*>(dev);
+    // 32-bit indexing when every box and buffer of the call allows it (fieldflow/abi.h): fewer
+    // instructions and registers per thread (docs/cuda.md); decided from the host's descriptor.
+    const bool narrow =
+        fieldflow::abi::ff_fits_32bit_indexing(&c, static_cast<int>(o_.buffers), static_cast<int>(o_.kernels), max_shift_);
+    const std::vector<cudaKernel_t>& kernels = narrow ? narrow_kernels_ : kernels_;
     for (std::size_t i = 0; i < o_.launches.size(); ++i) {
       const codegen::CudaLaunch& l = o_.launches[i];
       const codegen::CudaGrid g = codegen::cuda_grid(l, c.domains + l.kernel * 2 * FF_MAX_DIMS);
@@ -183,10 +189,11 @@ class CudaRunner final : public DeviceRunner {
                                                                      std::int64_t y0, std::int64_t z0) {
         void* args[] = {&device_call, &y0, &z0};
         const cudaError_t launched =
-            api_.launch(kernels_[i], dim3(static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z)),
+            api_.launch(kernels[i], dim3(static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z)),
                         dim3(static_cast<unsigned>(l.block_x)), args, stream);
         // The message is formatted only on failure: a call in steady state allocates nothing.
-        if (launched != cudaSuccess) check(launched, "cudaLaunchKernel", fmt::format("{}' kernel '{}", p, l.symbol));
+        if (launched != cudaSuccess)
+          check(launched, "cudaLaunchKernel", fmt::format("{}' kernel '{}", p, narrow ? l.narrow_symbol : l.symbol));
       });
     }
     // The error flag is read only when a kernel can raise one; without it, and without host
@@ -226,16 +233,21 @@ class CudaRunner final : public DeviceRunner {
                                    l.kernel, o_.kernels));
     check(api_.get_device(&device_), "cudaGetDevice", p);
     check(api_.library_load(&library_, o_.cubin), "cudaLibraryLoadData", p);
+    const auto kernel = [&](const std::string& symbol, int block_x) {
+      cudaKernel_t k = nullptr;
+      check(api_.get_kernel(&k, library_, symbol.c_str()), "cudaLibraryGetKernel", p);
+      cudaFuncAttributes a{};
+      check(api_.kernel_attributes(&a, k), "cudaFuncGetAttributes", fmt::format("{}' kernel '{}", p, symbol));
+      if (block_x > a.maxThreadsPerBlock)
+        throw CudaError(fmt::format("program '{}': kernel '{}' runs at most {} threads per block on cuda device {}, "
+                                    "its launch has {}", p, symbol, a.maxThreadsPerBlock, device_, block_x));
+      return k;
+    };
     for (const auto& l : o_.launches) {
       can_fail_ = can_fail_ || l.raises_errors;
-      cudaKernel_t k = nullptr;
-      check(api_.get_kernel(&k, library_, l.symbol.c_str()), "cudaLibraryGetKernel", p);
-      cudaFuncAttributes a{};
-      check(api_.kernel_attributes(&a, k), "cudaFuncGetAttributes", fmt::format("{}' kernel '{}", p, l.symbol));
-      if (l.block_x > a.maxThreadsPerBlock)
-        throw CudaError(fmt::format("program '{}': kernel '{}' runs at most {} threads per block on cuda device {}, "
-                                    "its launch has {}", p, l.symbol, a.maxThreadsPerBlock, device_, l.block_x));
-      kernels_.push_back(k);
+      max_shift_ = std::max(max_shift_, l.max_shift);
+      kernels_.push_back(kernel(l.symbol, l.block_x));
+      narrow_kernels_.push_back(kernel(l.narrow_symbol, l.block_x));
     }
     if (o_.stream) {
       stream_ = static_cast<cudaStream_t>(o_.stream);
@@ -290,7 +302,8 @@ class CudaRunner final : public DeviceRunner {
   const CudaApi& api_;
   int device_ = -1;                  // current when the program was created: its module, stream, memory
   cudaLibrary_t library_ = nullptr;
-  std::vector<cudaKernel_t> kernels_;
+  std::vector<cudaKernel_t> kernels_;         // per launch: 64-bit indexing
+  std::vector<cudaKernel_t> narrow_kernels_;  // and 32-bit (CudaLaunch::narrow_symbol)
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
   std::vector<DeviceBlock> field_copies_, saved_outputs_, table_copies_;
@@ -310,6 +323,7 @@ class CudaRunner final : public DeviceRunner {
   std::vector<CopiedTable> copied_tables_;
   std::int32_t last_error_ = 0;      // the flags the last call's kernels raised
   bool can_fail_ = false;            // a kernel checks reads while running
+  std::int64_t max_shift_ = 0;       // the largest constant offset of the kernels' accesses
 };
 
 }  // namespace
