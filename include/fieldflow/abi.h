@@ -4,10 +4,11 @@
  *   int32_t ff_run(const ff_call* call);       runs every kernel in order; 0 or an ff_error code
  * The runtime fills ff_call: one ff_buffer per field parameter (by parameter index) followed by
  * one per transient, tables and scalars by parameter index, and each kernel's loop box.
- * A CUDA module's kernels are __global__ functions taking (const ff_call* call, int64_t y0,
- * int64_t z0), the first rows along y and z of the launch's piece of the grid (since ABI 6), each
- * twice: with 64-bit indexing, and with 32-bit indexing under the name ending in `_i32`, which the
- * runtime launches when ff_fits_32bit_indexing says the call allows it (since ABI 7). */
+ * A CUDA module's kernels are __global__ functions taking their parameter words (a struct of
+ * ff_word, by value: since ABI 8), then int64_t y0 and int64_t z0, the first rows along y and z of
+ * the launch's piece of the grid (since ABI 6), each twice: with 64-bit indexing, and with 32-bit
+ * indexing under the name ending in `_i32`, which the runtime launches when ff_fits_32bit_indexing
+ * says the call allows it (since ABI 7). */
 #ifndef FIELDFLOW_ABI_H
 #define FIELDFLOW_ABI_H
 #if defined(__CUDACC_RTC__)
@@ -29,7 +30,7 @@ typedef ::int64_t int64_t;
 #define FF_HD
 #endif
 
-#define FF_ABI_VERSION 7
+#define FF_ABI_VERSION 8
 #define FF_MAX_DIMS 8
 
 typedef struct ff_buffer {
@@ -59,6 +60,15 @@ enum ff_error {
   ff_error_dynamic_offset = 1,   /* a dynamic offset (vertical or horizontal) left the field's extent */
   ff_error_missing_neighbor = 2, /* a fixed-index neighbour shift hit a skip value (-1) */
 };
+
+/* One 8-byte word of a CUDA kernel's parameters (since ABI 8): kernels take the values of ff_call
+ * they read, word by word, by value (codegen::CudaParam says which), so a thread reads them from
+ * the constant bank instead of loading a descriptor from device memory, and a call uploads none. */
+typedef union ff_word {
+  void* p;
+  int64_t i;
+  double f;
+} ff_word;
 
 typedef struct ff_call {
   const ff_buffer* buffers;

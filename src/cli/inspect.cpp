@@ -51,10 +51,11 @@ std::string cuda_listing(const ir::Schedule& s, const std::string& arch) {
     const codegen::CudaLaunch& l = cuda.launches[i];
     std::string zs;
     for (int a : l.z_axes) zs += fmt::format("{}{}", zs.empty() ? "" : ", ", a);
-    out += fmt::format("// launch {}: kernel {}, {} threads per block, x = loop dimension {}, y = {}{}, z = [{}]{}\n",
+    out += fmt::format("// launch {}: kernel {}, {} threads per block, x = loop dimension {}, y = {}{}, z = [{}]{}, "
+                       "{} parameter words\n",
                        l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis,
                        l.rows_per_thread > 1 ? fmt::format(" ({} per thread)", l.rows_per_thread) : "", zs,
-                       l.raises_errors ? ", checks reads" : "");
+                       l.raises_errors ? ", checks reads" : "", l.params.size());
     if (resources.empty()) continue;
     for (const auto& [bits, r] : {std::pair{32, resources[i].narrow}, std::pair{64, resources[i].wide}})
       out += fmt::format("//   {}, {}-bit indexing: {} registers, {} bytes stack, {} bytes spill stores, {} bytes spill "

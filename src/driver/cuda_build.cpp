@@ -161,11 +161,12 @@ std::string emulation_launcher(const codegen::CudaSource& cuda, const std::vecto
                                std::size_t kernels, int max_grid_yz, EmulatedIndexing indexing) {
   std::string s = fmt::format(R"(
 namespace {{
-typedef void (*ff_kernel)(const ff_call*, std::int64_t, std::int64_t);
+// An entry point, taking its parameter words (what a launch's argument points to).
+typedef void (*ff_kernel)(const void*, std::int64_t, std::int64_t);
 
 // Every block and thread of one launch in turn (y0, z0: the first rows of the launch's piece);
 // a race between two of them is thrown at the end.
-void ff_emulate_grid(ff_kernel kernel, const char* symbol, const ff_call* call, ff_dim3 grid, unsigned block_x,
+void ff_emulate_grid(ff_kernel kernel, const char* symbol, const void* params, ff_dim3 grid, unsigned block_x,
                      std::int64_t y0, std::int64_t z0) {{
   gridDim = grid;
   blockDim = {{block_x, 1, 1}};
@@ -177,7 +178,7 @@ void ff_emulate_grid(ff_kernel kernel, const char* symbol, const ff_call* call, 
           blockIdx = {{bx, by, bz}};
           threadIdx = {{tx, 0, 0}};
           ++ff_thread;
-          kernel(call, y0, z0);
+          kernel(params, y0, z0);
         }}
   if (ff_race[0]) {{
     char report[768];
@@ -192,8 +193,8 @@ void ff_emulate_grid(ff_kernel kernel, const char* symbol, const ff_call* call, 
 
 // One kernel's launches: the grid of codegen::cuda_grid in pieces of at most {0} rows along y
 // and z (codegen::for_each_cuda_piece), so that small tests take the pieces' path.
-void ff_emulate(ff_kernel kernel, const char* symbol, const ff_call* call, int k, int block_x, int x_axis, int y_axis,
-                int rows_per_thread, const int* z_axes, int n_z, int loop_dims) {{
+void ff_emulate(ff_kernel kernel, const char* symbol, const ff_call* call, const void* params, int k, int block_x,
+                int x_axis, int y_axis, int rows_per_thread, const int* z_axes, int n_z, int loop_dims) {{
   const std::int64_t* dom = call->domains + k * 2 * FF_MAX_DIMS;
   for (int a = 0; a < loop_dims; ++a)
     if (dom[2 * a + 1] <= dom[2 * a]) return;
@@ -204,7 +205,7 @@ void ff_emulate(ff_kernel kernel, const char* symbol, const ff_call* call, int k
   const std::int64_t cap = {0};
   for (std::int64_t z0 = 0; z0 < z; z0 += cap)
     for (std::int64_t y0 = 0; y0 < y; y0 += cap)
-      ff_emulate_grid(kernel, symbol, call,
+      ff_emulate_grid(kernel, symbol, params,
                       {{static_cast<unsigned>((x + block_x - 1) / block_x), static_cast<unsigned>(y - y0 < cap ? y - y0 : cap),
                        static_cast<unsigned>(z - z0 < cap ? z - z0 : cap)}},
                       static_cast<unsigned>(block_x), y0, z0);
@@ -229,14 +230,21 @@ const char* ff_buffer_name(int b) {{
   for (const auto& l : cuda.launches) max_shift = std::max(max_shift, l.max_shift);
   // One launch with a grid given by the caller (the emulated CUDA runtime of the runner's tests),
   // `entry` counting each launch's entry points, 64-bit then 32-bit indexing (emulation_entry_points).
-  std::string table, symbols;
+  // Each entry point behind an ff_kernel: its words from the launch's argument.
+  std::string thunks = "namespace {\n", table, symbols;
+  for (const auto& l : cuda.launches)
+    for (const std::string& symbol : {l.symbol, l.narrow_symbol})
+      thunks += fmt::format("void ff_thunk_{0}(const void* p, std::int64_t y0, std::int64_t z0) {{ {0}(*static_cast<const "
+                            "{1}_params*>(p), y0, z0); }}\n",
+                            symbol, l.symbol);
+  s += thunks + "}  // namespace\n";
   for (const std::string& symbol : emulation_entry_points(cuda))
-    table += symbol + ", ", symbols += fmt::format("\"{}\", ", symbol);
+    table += "ff_thunk_" + symbol + ", ", symbols += fmt::format("\"{}\", ", symbol);
   s += fmt::format(R"(extern "C" void ff_emulate_launch(int entry, unsigned grid_x, unsigned grid_y, unsigned grid_z,
-                                  unsigned block_x, const ff_call* call, std::int64_t y0, std::int64_t z0) {{
+                                  unsigned block_x, const void* params, std::int64_t y0, std::int64_t z0) {{
   static const ff_kernel kernels[] = {{{}nullptr}};
   static const char* const symbols[] = {{{}nullptr}};
-  ff_emulate_grid(kernels[entry], symbols[entry], call, {{grid_x, grid_y, grid_z}}, block_x, y0, z0);
+  ff_emulate_grid(kernels[entry], symbols[entry], params, {{grid_x, grid_y, grid_z}}, block_x, y0, z0);
 }}
 
 // Each launch's 32-bit entry point when the call fits it, as the CUDA runner chooses{}.
@@ -248,12 +256,20 @@ extern "C" std::int32_t ff_run(const ff_call* call) {{
                        : fmt::format("fieldflow::abi::ff_fits_32bit_indexing(call, {}, {}, {})", buffer_names.size(),
                                      kernels, max_shift));
   for (const auto& l : cuda.launches) {
-    std::string zs;
+    std::string zs, words;
     for (int a : l.z_axes) zs += fmt::format("{}, ", a);
-    s += fmt::format("  {{\n    static const int z_axes[] = {{{0}-1}};\n    ff_emulate(narrow ? {1} : {2}, narrow ? \"{1}\" : \"{2}\", "
-                     "call, {3}, {4}, {5}, {6}, {7}, z_axes, {8}, {9});\n  }}\n",
+    // The launch's words from the call, as the runner fills them from its own.
+    for (std::size_t w = 0; w < l.params.size(); ++w)
+      words += codegen::word_member(l.params[w]) == 'p'
+                   ? fmt::format("    p.w[{}].p = const_cast<void*>(static_cast<const void*>({}));\n", w,
+                                 codegen::call_word_source(l.params[w]))
+                   : fmt::format("    p.w[{}].{} = {};\n", w, codegen::word_member(l.params[w]),
+                                 codegen::call_word_source(l.params[w]));
+    s += fmt::format("  {{\n    static const int z_axes[] = {{{0}-1}};\n    {10}_params p{{}};\n{11}"
+                     "    ff_emulate(narrow ? ff_thunk_{1} : ff_thunk_{2}, narrow ? \"{1}\" : \"{2}\", "
+                     "call, &p, {3}, {4}, {5}, {6}, {7}, z_axes, {8}, {9});\n  }}\n",
                      zs, l.narrow_symbol, l.symbol, l.kernel, l.block_x, l.x_axis, l.y_axis, l.rows_per_thread,
-                     l.z_axes.size(), l.loop_dims);
+                     l.z_axes.size(), l.loop_dims, l.symbol, words);
     s += "  if (*call->error) return *call->error;\n";
   }
   return s + "  return *call->error;\n}\n";

@@ -97,9 +97,10 @@ EmulatedCuda load_cuda_emulation(CudaBuild built, const CompileOptions& options,
 // CudaCodegenOptions::race_check: a launch whose threads touch one element where one of them
 // writes it throws std::logic_error naming the kernel, the buffer, the element and the threads),
 // ff_run (every launch, its grid from codegen::cuda_grid in pieces of at most max_grid_yz rows
-// along y and z) and ff_emulate_launch(entry, grid_x, grid_y, grid_z, block_x, call, y0, z0), one
-// launch of an entry point (by its index in emulation_entry_points) with a grid and first rows the
-// caller gives (what an emulated cudaLaunchKernel calls).
+// along y and z, each launch's parameter words filled from the call as the runner fills them) and
+// ff_emulate_launch(entry, grid_x, grid_y, grid_z, block_x, params, y0, z0), one launch of an entry
+// point (by its index in emulation_entry_points) with its words, a grid and first rows the caller
+// gives (what an emulated cudaLaunchKernel calls).
 std::string cuda_emulation_source(const ir::Schedule& schedule, int max_grid_yz,
                                   EmulatedIndexing indexing = EmulatedIndexing::as_the_runtime_chooses);
 // The kernels' entry points in the emulation's order: each launch's 64-bit one, then its 32-bit one.

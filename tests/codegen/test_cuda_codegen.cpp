@@ -87,6 +87,46 @@ TEST(CudaDefaults, TheLayoutIsHorizontalFastestUnlessGiven) {
             Layout::vertical_fastest);
 }
 
+// A kernel's parameter words must fit what CUDA passes to a kernel (32,764 bytes since CUDA 12.1):
+// one summing 1,400 fields (3 words each: data, offset, a stride) is refused with a CompileError
+// naming the kernel and the bytes, before anything is compiled; 1,300 fit. NVRTC compiles a
+// kernel with more than the 4,096 bytes of older CUDA (200 fields).
+TEST(CudaParameters, AKernelReadingMoreThanCudaPassesIsRefused) {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  for (const int n : {200, 1300, 1400}) {
+    SCOPED_TRACE(n);
+    ProgramBuilder pb("wide_sum");
+    std::vector<Expr> terms;
+    for (int i = 0; i < n; ++i) terms.push_back(pb.field(fmt::format("f{}", i), {I, K}, DType::float64));
+    Expr o = pb.field("o", {I, K}, DType::float64);
+    while (terms.size() > 1) {  // a balanced sum: no deep expression tree
+      std::vector<Expr> next;
+      for (std::size_t i = 0; i + 1 < terms.size(); i += 2) next.push_back(terms[i] + terms[i + 1]);
+      if (terms.size() % 2) next.push_back(terms.back());
+      terms = std::move(next);
+    }
+    pb.call("sum", terms[0], {o}, {{I, 0, 4}, {K, 0, 3}});
+    const ir::Program program = pb.build();
+    if (n == 1400) {
+      const std::string error = testing_support::error_of<CompileError>(
+          [&] { driver::build_cuda_source(program, options_for(Layout::horizontal_fastest)); });
+      EXPECT_NE(error.find("program 'wide_sum': kernel 0 'sum' reads 4207 values of its call (33672 bytes of kernel "
+                           "parameters), more than CUDA passes to a kernel (32764 bytes)"),
+                std::string::npos)
+          << error;
+      continue;
+    }
+    const driver::CudaBuild built = driver::build_cuda_source(program, options_for(Layout::horizontal_fastest));
+    ASSERT_EQ(built.source.launches.size(), 1u);
+    EXPECT_EQ(built.source.launches[0].params.size(), 3u * static_cast<std::size_t>(n + 1) + 2 * 2);
+    if (n == 200 && driver::cuda_built()) {
+      EXPECT_GT(sizeof(ff_word) * built.source.launches[0].params.size(), 4096u);
+      const auto resources = driver::cuda_kernel_resources("wide_sum", built.source, "sm_90");
+      EXPECT_FALSE(resources[0].narrow.spills());
+    }
+  }
+}
+
 // A launch raises errors exactly when its kernel checks reads while running (a dynamic offset):
 // the runtime reads the error flag back only for such programs.
 TEST(CudaDefaults, LaunchesSayWhetherTheyRaiseErrors) {
@@ -132,14 +172,24 @@ TEST_P(CudaExamples, GeneratedSourceHasOneKernelPerScheduleKernel) {
   for (const auto& l : b.source.launches) {
     EXPECT_NE(src.find(fmt::format("void __launch_bounds__({}) {}(", l.block_x, l.symbol)), std::string::npos);
     EXPECT_NE(src.find(fmt::format("void __launch_bounds__({}) {}(", l.block_x, l.narrow_symbol)), std::string::npos);
-    EXPECT_NE(src.find(fmt::format("{}_body<std::int32_t, std::int32_t>(call, ff_y0, ff_z0);", l.symbol)),
+    EXPECT_NE(src.find(fmt::format("{}_body<std::int32_t, std::int32_t>(ff_p, ff_y0, ff_z0);", l.symbol)),
               std::string::npos);
-    EXPECT_NE(src.find(fmt::format("{}_body<std::int64_t, std::int64_t>(call, ff_y0, ff_z0);", l.symbol)),
+    EXPECT_NE(src.find(fmt::format("{}_body<std::int64_t, std::int64_t>(ff_p, ff_y0, ff_z0);", l.symbol)),
               std::string::npos);
   }
   for (std::size_t i = 0; i < b.source.launches.size(); ++i)
     EXPECT_LT(i == 0 ? -1 : b.source.launches[i - 1].kernel, b.source.launches[i].kernel) << "in execution order";
   EXPECT_EQ(src.find("omp"), std::string::npos);
+  // What a kernel reads of its call comes as its parameter words, by value: no descriptor in
+  // device memory. Each launch's struct holds exactly its words.
+  EXPECT_EQ(src.find("call->"), std::string::npos);
+  for (const auto& l : b.source.launches) {
+    const std::size_t at = src.find(fmt::format("struct {}_params {{\n  ff_word w[{}];\n}};", l.symbol, l.params.size()));
+    ASSERT_NE(at, std::string::npos) << l.symbol;
+    const std::string kernel = src.substr(at, src.find("extern \"C\"", at) - at);
+    EXPECT_NE(kernel.find(fmt::format("ff_p.w[{}]", l.params.size() - 1)), std::string::npos) << l.symbol;
+    EXPECT_EQ(kernel.find(fmt::format("ff_p.w[{}]", l.params.size())), std::string::npos) << l.symbol;
+  }
   EXPECT_EQ(src.find("cudaMalloc"), std::string::npos) << "generated code never allocates";
   // A thread's point comes from its block and the launch's piece: no loop over the grid (one
   // ran once per thread and its setup doubled the registers: generate_cuda.cpp).
@@ -198,8 +248,13 @@ TEST(CudaVadv, TheUpdateRunsInTheBackwardSweepAndXStaysInRegisters) {
   ASSERT_GE(x, 0);
   EXPECT_TRUE(b.schedule.transients[x].in_registers);
   const std::size_t buffer = ex.program.params.size() + static_cast<std::size_t>(x);
-  EXPECT_EQ(b.source.source.find(fmt::format("call->buffers[{}]", buffer)), std::string::npos)
-      << "no kernel touches x's memory";
+  for (const auto& l : b.source.launches)
+    for (const codegen::CallWord& w : l.params) {
+      const bool of_buffer = w.kind == codegen::CallWord::Kind::buffer_data ||
+                             w.kind == codegen::CallWord::Kind::buffer_offset ||
+                             w.kind == codegen::CallWord::Kind::buffer_stride;
+      EXPECT_FALSE(of_buffer && w.index == static_cast<int>(buffer)) << l.symbol << ": no kernel touches x's memory";
+    }
   const std::map<std::string, std::int64_t> sizes{{"nx", 256}, {"ny", 256}, {"nk", 80}};
   const auto bytes = ir::transient_bytes(b.schedule, ir::compute_extents(b.schedule, sizes), 1);
   EXPECT_EQ(std::accumulate(bytes.begin(), bytes.end(), std::size_t{0}), std::size_t{2} * 256 * 256 * 80 * 8)

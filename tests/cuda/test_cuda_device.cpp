@@ -405,7 +405,7 @@ TEST(CudaDeviceFields, InKernelFailureRestoresDeviceOutputs) {
   dout.copy_back(after);
   for (std::int64_t i = 0; i < g.n; ++i)
     for (std::int64_t k = 0; k < g.levels; ++k) ASSERT_EQ(after.at<double>({i, k}), 7.0) << i << "," << k;
-  // The descriptor is uploaded again after the failed call (its error flag cleared).
+  // The error flag is cleared after the failed call.
   g.off.at<std::int32_t>({g.n - 1, g.levels - 1}) = 0;
   DeviceCopy doff_ok(g.off);
   prog(g.arguments(da.view, doff_ok.view, dout.view));

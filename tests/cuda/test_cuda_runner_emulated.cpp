@@ -3,7 +3,8 @@
 // address and whose cudaLaunchKernel runs the generated kernels, compiled for the host, over the
 // grid the runner computed. So the runner's own logic runs and is checked against the reference:
 // fields in device memory used in place, host fields copied in and back, tables copied only when
-// bound, the call descriptor uploaded only when it changed, the error flag read only for kernels
+// bound, no call descriptor uploaded (kernels take their parameters by value), the error flag
+// cleared only after a call that raised and read only for kernels
 // that raise, one synchronisation per steady-state call, device outputs restored after an
 // in-kernel failure, memory that is not where a field says refused, per-call streams, an image the
 // device cannot run refused when the program is created, calls from another current device refused.
@@ -146,8 +147,9 @@ TEST_F(EmulatedRunner, CallsThatFit32BitIndexingRunThe32BitKernelsAndOthersThe64
   EXPECT_TRUE(launched_only(true));
 }
 
-// In persistent mode a steady-state call copies nothing: same fields, same transients. (In pool
-// mode the transients may come back at other addresses, and the descriptor is uploaded again.)
+// A steady-state call copies nothing: the fields are on the device, the tables copied once, and
+// the kernels take what they read of the call as parameters (no descriptor to upload, also in
+// pool mode, where the transients may come back at other addresses).
 TEST_F(EmulatedRunner, DeviceFieldsEqualTheReferenceWithOneSyncAndNoCopies) {
   for (const char* name : {"hdiff", "vadv", "fvm_nabla", "nabla4", "c2e2co_sum", "diffusion_chain"})
     for (TransientMemoryMode mode : {TransientMemoryMode::persistent, TransientMemoryMode::pool}) {
@@ -161,21 +163,20 @@ TEST_F(EmulatedRunner, DeviceFieldsEqualTheReferenceWithOneSyncAndNoCopies) {
     EmulatedDeviceFields d(emulator_, dev);
     emulator_.forget_calls();
     (*p.program)(d.args);
-    // First call: the descriptor and every table go to the device, no field does.
+    // First call: every table goes to the device, no field does.
     std::size_t tables = 0, to_device = 0;
     for (const auto& e : d.args.entries()) tables += e.kind == Arguments::Entry::Kind::connectivity;
     for (const auto& c : emulator_.copies) {
       EXPECT_TRUE(c.to_device && !c.from_device) << c.bytes << " bytes copied";
       to_device += c.to_device;
     }
-    EXPECT_EQ(to_device, tables + 1) << "the tables and the call descriptor";
+    EXPECT_EQ(to_device, tables) << "the tables";
     EXPECT_EQ(emulator_.syncs, 1);
     emulator_.forget_calls();
     (*p.program)(d.args);  // steady state: nothing to copy, one synchronisation
-    EXPECT_LE(emulator_.copies.size(), mode == TransientMemoryMode::pool ? 1u : 0u)
+    EXPECT_EQ(emulator_.copies.size(), 0u)
         << emulator_.copies.size() << " copies, the first of "
         << (emulator_.copies.empty() ? 0 : emulator_.copies[0].bytes) << " bytes";
-    for (const auto& c : emulator_.copies) EXPECT_TRUE(c.to_device && !c.from_device) << "only the descriptor";
     EXPECT_EQ(emulator_.syncs, 1);
     EXPECT_LE(emulator_.launch_streams.size(), emulator_.symbols.size());
     EXPECT_GT(emulator_.launch_streams.size(), 0u);
@@ -270,7 +271,7 @@ TEST_F(EmulatedRunner, EveryExampleInEveryModeEqualsTheReferenceAndUsesTheModesA
     }
 }
 
-TEST_F(EmulatedRunner, AFailedCallRestoresDeviceOutputsAndTheNextUploadsTheDescriptor) {
+TEST_F(EmulatedRunner, AFailedCallRestoresDeviceOutputsAndTheNextClearsTheErrorFlag) {
   const std::int64_t n = 300, levels = 5;
   const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
   auto field = [&](DType t) { return Field({I, K}, t, {n, levels}, {}, Layout::horizontal_fastest); };
@@ -310,9 +311,10 @@ TEST_F(EmulatedRunner, AFailedCallRestoresDeviceOutputsAndTheNextUploadsTheDescr
   moff[static_cast<std::size_t>(n * levels - 1)] = off.at<std::int32_t>({n - 1, levels - 1});
   emulator_.forget_calls();
   (*p.program)(arguments(da, doff, dout));
-  EXPECT_TRUE(std::any_of(emulator_.copies.begin(), emulator_.copies.end(),
-                          [](const auto& c) { return !c.from_device && c.to_device; }))
-      << "after a failed call the descriptor (its error flag cleared) is uploaded again";
+  EXPECT_EQ(std::count_if(emulator_.copies.begin(), emulator_.copies.end(),
+                          [](const auto& c) { return !c.from_device && c.to_device && c.bytes == sizeof(std::int32_t); }),
+            1)
+      << "after a failed call the error flag is cleared";
   EXPECT_EQ(emulator_.syncs, 1) << "the error flag is read, nothing is copied back";
   EXPECT_EQ(std::memcmp(mo.data(), want.data(), want.bytes()), 0);
   emulator_.forget_calls();
@@ -445,7 +447,7 @@ TEST_F(EmulatedRunner, AnImageTheDeviceCannotRunIsRefusedWhenTheProgramIsCreated
   EXPECT_EQ(emulator_.libraries, 0);
 }
 
-// The runner sizes the call descriptor's boxes by the schedule's kernels, not its launches (a
+// The runner sizes the call's boxes by the schedule's kernels, not its launches (a
 // consumer fused into a scan has no launch, but its box is read): options that leave the count
 // out are refused before anything is loaded.
 TEST_F(EmulatedRunner, OptionsWithoutTheKernelCountAreRefused) {

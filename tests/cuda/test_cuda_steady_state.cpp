@@ -1,5 +1,5 @@
-// A cuda program's steady-state calls allocate nothing on the host: the CUDA runner (its staged
-// descriptor, launches in pieces, error flag, stream) on the emulated CUDA runtime, with every
+// A cuda program's steady-state calls allocate nothing on the host: the CUDA runner (its kernels'
+// parameter words, launches in pieces, error flag, stream) on the emulated CUDA runtime, with every
 // heap allocation of the process counted (support/counting_allocator.h, whose counter
 // test_capi_steady_state checks) and the emulator's own bookkeeping switched off. Fields in
 // device memory, in persistent and external mode (scoped and pool ask the runtime for device

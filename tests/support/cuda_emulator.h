@@ -31,7 +31,7 @@ namespace fieldflow::testing_support {
 
 // What the emulated runtime saw.
 struct Emulator {
-  using Launch = void (*)(int, unsigned, unsigned, unsigned, unsigned, const ff_call*, std::int64_t, std::int64_t);
+  using Launch = void (*)(int, unsigned, unsigned, unsigned, unsigned, const void*, std::int64_t, std::int64_t);
   Launch launch = nullptr;
   std::vector<std::string> symbols;                 // the kernels a library has, by launch index
   std::vector<std::pair<std::uintptr_t, std::size_t>> device;  // address ranges that are device memory
@@ -133,7 +133,7 @@ inline const runtime::cuda::CudaApi emulated_api{
       }
       const int index = static_cast<int>(reinterpret_cast<std::uintptr_t>(k)) - 1;
       if (emulator->record) emulator->launched.push_back(emulator->symbols[index]);
-      emulator->launch(index, grid.x, grid.y, grid.z, block.x, *static_cast<const ff_call* const*>(args[0]), y0, z0);
+      emulator->launch(index, grid.x, grid.y, grid.z, block.x, args[0], y0, z0);  // args[0]: the kernel's words
       return cudaSuccess;
     },
     [](int* device) {

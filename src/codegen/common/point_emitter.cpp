@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <tuple>
 
+#include "fieldflow/abi.h"
 #include "fieldflow/errors.h"
 
 namespace fieldflow::codegen {
@@ -22,12 +23,12 @@ const Dialect& cpu_dialect() {
 // Device code: CUDA's global math overloads and ff_limits (NVRTC has no <cmath> nor <limits>; the
 // CUDA source defines ff_limits), tables through the read-only data cache.
 const Dialect& cuda_dialect() {
-  static const Dialect d{"::", "ff_limits", "__restrict__", true, "", "ff_index", "ff_offset"};
+  static const Dialect d{"::", "ff_limits", "__restrict__", true, "", "ff_index", "ff_offset", true};
   return d;
 }
 
 const Dialect& cuda_race_check_dialect() {
-  static const Dialect d{"::", "ff_limits", "__restrict__", true, "ff_checked", "ff_index", "ff_offset"};
+  static const Dialect d{"::", "ff_limits", "__restrict__", true, "ff_checked", "ff_index", "ff_offset", true};
   return d;
 }
 
@@ -57,6 +58,43 @@ std::string literal(const Scalar& v, const Dialect& dialect) {
     }
   }
   return "0";
+}
+
+std::string call_word_source(const CallWord& w) {
+  using K = CallWord::Kind;
+  switch (w.kind) {
+    case K::domain: return fmt::format("call->domains[{}]", w.index);
+    case K::buffer_data: return fmt::format("call->buffers[{}].data", w.index);
+    case K::buffer_offset: return fmt::format("call->buffers[{}].offset", w.index);
+    case K::buffer_stride: return fmt::format("call->buffers[{}].strides[{}]", w.index, w.slot);
+    case K::buffer_lo: return fmt::format("call->buffers[{}].lo[{}]", w.index, w.slot);
+    case K::buffer_hi: return fmt::format("call->buffers[{}].hi[{}]", w.index, w.slot);
+    case K::table_data: return fmt::format("call->tables[{}].data", w.index);
+    case K::table_source_stride: return fmt::format("call->tables[{}].source_stride", w.index);
+    case K::table_neighbor_stride: return fmt::format("call->tables[{}].neighbor_stride", w.index);
+    case K::scalar_i: return fmt::format("call->scalars[{}].i", w.index);
+    case K::scalar_f: return fmt::format("call->scalars[{}].f", w.index);
+    case K::error: return "call->error";
+  }
+  FIELDFLOW_UNREACHABLE("unknown call word");
+}
+
+char word_member(const CallWord& w) {
+  using K = CallWord::Kind;
+  switch (w.kind) {
+    case K::buffer_data:
+    case K::table_data:
+    case K::error: return 'p';
+    case K::scalar_f: return 'f';
+    default: return 'i';
+  }
+}
+
+std::string PointEmitter::word(const CallWord& w) {
+  if (!dialect_.parameter_words) return call_word_source(w);
+  auto at = std::find(d_.words.begin(), d_.words.end(), w);
+  if (at == d_.words.end()) at = d_.words.insert(d_.words.end(), w);
+  return fmt::format("ff_p.w[{}].{}", at - d_.words.begin(), word_member(w));
 }
 
 std::string Index::str() const {
@@ -89,12 +127,14 @@ std::string PointEmitter::table_entry(const std::string& table, const std::strin
 }
 
 // This kernel's loop bounds, read from ff_call::domains, and its number of points.
-std::string PointEmitter::bounds() const {
-  std::string b = fmt::format("  const std::int64_t* dom{0} = call->domains + {0} * 2 * FF_MAX_DIMS;\n", kidx_);
+std::string PointEmitter::bounds() {
+  std::string b;
   std::string points = "std::int64_t(1)";
   for (std::size_t a = 0; a < loop_dims_.size(); ++a) {
-    b += fmt::format("  const {0} {1} = static_cast<{0}>(dom{2}[{3}]), {4} = static_cast<{0}>(dom{2}[{5}]);\n",
-                     dialect_.index_type, lo(loop_dims_[a]), kidx_, 2 * a, hi(loop_dims_[a]), 2 * a + 1);
+    const int at = kidx_ * 2 * FF_MAX_DIMS + 2 * static_cast<int>(a);
+    b += fmt::format("  const {0} {1} = static_cast<{0}>({2}), {3} = static_cast<{0}>({4});\n", dialect_.index_type,
+                     lo(loop_dims_[a]), word({CallWord::Kind::domain, at}), hi(loop_dims_[a]),
+                     word({CallWord::Kind::domain, at + 1}));
     points += fmt::format(" * ({} - {})", hi(loop_dims_[a]), lo(loop_dims_[a]));
   }
   return b + fmt::format("  const std::int64_t points_k{} = {};\n", kidx_, points);
@@ -194,7 +234,7 @@ std::string PointEmitter::use_buffer(const std::string& name, bool write) {
     d_.declared[v] = true;
     auto [dtype, dims] = buffer_type(name);
     const std::string type = fmt::format("{}{}", write ? "" : "const ", ctype(dtype));
-    const std::string pointer = fmt::format("static_cast<{}*>(call->buffers[{}].data)", type, b);
+    const std::string pointer = fmt::format("static_cast<{}*>({})", type, word({CallWord::Kind::buffer_data, b}));
     const std::string decl =
         dialect_.checked_buffer.empty()
             ? fmt::format("{}* {} {} = {}", type, dialect_.restrict_qualifier, v, pointer)
@@ -204,13 +244,14 @@ std::string PointEmitter::use_buffer(const std::string& name, bool write) {
       d_.column_locals += fmt::format("    {} + tid * call->buffers[{}].thread_stride;  // {}\n", decl, b, name);
     else
       d_.text += fmt::format("  {};  // {}\n", decl, name);
-    d_.text += fmt::format("  const {0} o{1} = static_cast<{0}>(call->buffers[{1}].offset);\n", dialect_.offset_type, b);
+    d_.text += fmt::format("  const {0} o{1} = static_cast<{0}>({2});\n", dialect_.offset_type, b,
+                           word({CallWord::Kind::buffer_offset, b}));
     const Dimension unit = unit_dim(name, dims);
     for (std::size_t a = 0; a < dims.size(); ++a)
       if (!(dims[a] == unit) && (!column_local(name) || dims[a].kind == DimKind::vertical ||
                                  static_cast<int>(a) == column_block_axis(name)))
-        d_.text += fmt::format("  const {0} s{1}_{2} = static_cast<{0}>(call->buffers[{1}].strides[{2}]);\n",
-                               dialect_.offset_type, b, a);
+        d_.text += fmt::format("  const {0} s{1}_{2} = static_cast<{0}>({3});\n", dialect_.offset_type, b, a,
+                               word({CallWord::Kind::buffer_stride, b, static_cast<int>(a)}));
   }
   return v;
 }
@@ -220,8 +261,10 @@ std::string PointEmitter::use_table(const Connectivity& c) {
   const std::string v = fmt::format("t{}", i);
   if (!d_.declared.count(v)) {
     d_.declared[v] = true;
-    d_.text += fmt::format("  const std::int32_t* {} {} = call->tables[{}].data;  // {}\n", dialect_.restrict_qualifier, v, i, c.name);
-    d_.text += fmt::format("  const std::int64_t {0}_rs = call->tables[{1}].source_stride, {0}_ns = call->tables[{1}].neighbor_stride;\n", v, i);
+    d_.text += fmt::format("  const std::int32_t* {} {} = static_cast<const std::int32_t*>({});  // {}\n",
+                           dialect_.restrict_qualifier, v, word({CallWord::Kind::table_data, i}), c.name);
+    d_.text += fmt::format("  const std::int64_t {0}_rs = {1}, {0}_ns = {2};\n", v,
+                           word({CallWord::Kind::table_source_stride, i}), word({CallWord::Kind::table_neighbor_stride, i}));
   }
   return v;
 }
@@ -232,9 +275,9 @@ std::string PointEmitter::use_scalar(const std::string& name) {
   if (!d_.declared.count(v)) {
     d_.declared[v] = true;
     const DType t = s_.program.params[i].type.dtype;
-    const std::string src = is_floating(t) ? fmt::format("call->scalars[{}].f", i)
-                                           : t == DType::boolean ? fmt::format("call->scalars[{}].i != 0", i)
-                                                                 : fmt::format("call->scalars[{}].i", i);
+    const std::string src = is_floating(t)          ? word({CallWord::Kind::scalar_f, i})
+                            : t == DType::boolean ? word({CallWord::Kind::scalar_i, i}) + " != 0"
+                                                  : word({CallWord::Kind::scalar_i, i});
     d_.text += fmt::format("  const {} {} = static_cast<{}>({});  // {}\n", ctype(t), v, ctype(t), src, name);
   }
   return v;
@@ -305,9 +348,10 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
       // Data-dependent offsets are checked against the buffer's box; a miss flags an error.
       const std::string d = fresh("dyn");
       code += fmt::format("{}std::int64_t {} = {};\n", pad(ind), d, idx);
-      code += fmt::format("{0}if ({1} < call->buffers[{2}].lo[{3}] || {1} >= call->buffers[{2}].hi[{3}]) {{ err |= "
-                          "ff_error_dynamic_offset; {1} = call->buffers[{2}].lo[{3}]; }}\n",
-                          pad(ind), d, b, a);
+      const std::string box_lo = word({CallWord::Kind::buffer_lo, b, static_cast<int>(a)});
+      const std::string box_hi = word({CallWord::Kind::buffer_hi, b, static_cast<int>(a)});
+      code += fmt::format("{0}if ({1} < {2} || {1} >= {3}) {{ err |= ff_error_dynamic_offset; {1} = {2}; }}\n", pad(ind),
+                          d, box_lo, box_hi);
       uses_error_ = true;
       // Checked in 64 bits, then a coordinate in the buffer's box, of the coordinates' type: a
       // 64-bit term would make a 32-bit kernel's whole offset 64-bit arithmetic again.

@@ -31,6 +31,9 @@ struct Dialect {
   // ff_fits_32bit_indexing, given max_shift()). Neighbour-table lookups stay 64-bit.
   std::string index_type = "std::int64_t";
   std::string offset_type = "std::int64_t";
+  // Whether kernels read what they need of ff_call from their parameter words (CallWord; CUDA:
+  // by value, from the constant bank) rather than through the `call` pointer (the CPU).
+  bool parameter_words = false;
 };
 const Dialect& cpu_dialect();
 const Dialect& cuda_dialect();
@@ -56,11 +59,32 @@ using Point = std::vector<Index>;
 std::string point_key(const Point& p);
 const Index* find(const Point& p, const Dimension& d);
 
+// One value of ff_call a kernel reads: a kernel box's bound (`index` into ff_call::domains), a
+// buffer's data, offset, stride, or box bound along dimension `slot`, a table's data or strides, a
+// scalar (integer or float), the error flag.
+struct CallWord {
+  enum class Kind {
+    domain, buffer_data, buffer_offset, buffer_stride, buffer_lo, buffer_hi, table_data, table_source_stride,
+    table_neighbor_stride, scalar_i, scalar_f, error
+  };
+  Kind kind = Kind::domain;
+  int index = 0;
+  int slot = 0;
+  bool operator==(const CallWord&) const = default;
+};
+// The C++ expression of the word in a function that has `const ff_call* call`
+// (`call->buffers[2].strides[1]`): what CPU kernels read, and how the CUDA emulation fills a
+// kernel's words.
+std::string call_word_source(const CallWord& w);
+// The member of ff_word holding it: p, i or f.
+char word_member(const CallWord& w);
+
 // Declarations at the top of a generated function, shared by the kernels it contains.
 struct Decls {
   std::string text;
   std::map<std::string, bool> declared;
   std::string column_locals;  // per-thread block pointers, declared inside the parallel region
+  std::vector<CallWord> words;  // Dialect::parameter_words: the function's parameter words, in order
 };
 
 // Emits the per-point code of kernel `kidx` of a schedule. Values are SSA-style locals, one per
@@ -73,7 +97,7 @@ class PointEmitter {
   PointEmitter(const ir::Schedule& s, int kidx, Decls& decls, const Dialect& dialect);
 
   // This kernel's loop bounds, read from ff_call::domains, and its number of points (points()).
-  std::string bounds() const;
+  std::string bounds();
   std::string points() const;
   bool uses_error() const { return uses_error_; }
   // The largest constant offset along any dimension of any buffer access emitted so far: what
@@ -107,6 +131,9 @@ class PointEmitter {
   std::string use_buffer(const std::string& name, bool write);
   std::string use_table(const Connectivity& c);
   std::string use_scalar(const std::string& name);
+  // The expression reading word w: through `call`, or the function's parameter word (`ff_p.w[3].i`,
+  // added to Decls::words the first time).
+  std::string word(const CallWord& w);
   std::string sym(const ir::SymExpr& e);
   std::string sym_op(const ir::SymOp& op);
   // The index of `name` at p in its buffer. With row_local, for a buffer this kernel reads across

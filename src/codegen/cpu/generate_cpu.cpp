@@ -62,9 +62,11 @@ class KernelEmitter : public PointEmitter {
     return code;
   }
 
+  // An empty box along any loop dimension is no work.
   std::string empty_return() const {
-    return fmt::format("  for (int a = 0; a < {}; ++a) if (dom{}[2 * a + 1] <= dom{}[2 * a]) return;\n",
-                       loop_dims_.size(), kidx_, kidx_);
+    std::string empty;
+    for (const auto& d : loop_dims_) empty += fmt::format("{}{} <= {}", empty.empty() ? "" : " || ", hi(d), lo(d));
+    return empty.empty() ? "" : fmt::format("  if ({}) return;\n", empty);
   }
 
   // This kernel inside a column group (fuse_columns): the horizontal loop variables belong to

@@ -83,18 +83,8 @@ class CudaKernelEmitter : public PointEmitter {
               split.body + pad(ind) + "}\n";
     }
 
-    // The body is a template over the index types (Dialect::index_type): each kernel has a 64-bit
-    // and a 32-bit entry point, and the runtime launches the 32-bit one when the call fits.
-    launch.narrow_symbol = launch.symbol + "_i32";
-    std::string code = fmt::format("// kernel {}: '{}' ({}{})\ntemplate <class ff_index, class ff_offset>\n"
-                                   "__device__ __forceinline__ void {}_body(const ff_call* {} call, std::int64_t ff_y0, "
-                                   "std::int64_t ff_z0) {{\n",
-                                   kidx_, k_.name, scan ? "scan" : "pointwise",
-                                   consumer ? fmt::format(", with kernel {} '{}' in its level loop", kidx_ + 1,
-                                                          s_.kernels[kidx_ + 1].name)
-                                            : "",
-                                   launch.symbol, dialect_.restrict_qualifier);
-    code += bounds();
+    // The body, whose signature follows once it is known which words of ff_call it reads.
+    std::string code = bounds();
     if (consumer) code += consumer->bounds();
     const bool raises_errors = uses_error_ || (consumer && consumer->uses_error());
     code += d_.text;
@@ -153,16 +143,40 @@ class CudaKernelEmitter : public PointEmitter {
     }
     // The point's code in its own block, inside the test of the grid.
     code += "    {\n" + inner + "    }\n  }\n";
-    code += raises_errors ? "  if (err) atomicOr(reinterpret_cast<unsigned int*>(call->error), static_cast<unsigned int>(err));\n" : "";
-    code += "}\n";
-    const auto entry = [&](const std::string& symbol, const char* index, const char* offset) {
-      return fmt::format("extern \"C\" __global__ void __launch_bounds__({0}) {1}(const ff_call* {2} call, std::int64_t ff_y0, "
-                         "std::int64_t ff_z0) {{\n  {3}_body<{4}, {5}>(call, ff_y0, ff_z0);\n}}\n",
-                         launch.block_x, symbol, dialect_.restrict_qualifier, launch.symbol, index, offset);
-    };
-    code += entry(launch.symbol, "std::int64_t", "std::int64_t") + entry(launch.narrow_symbol, "std::int32_t", "std::int32_t");
+    if (raises_errors)
+      code += fmt::format("  if (err) atomicOr(reinterpret_cast<unsigned int*>({}), static_cast<unsigned int>(err));\n",
+                          word({CallWord::Kind::error}));
     launch.raises_errors = raises_errors;
     launch.max_shift = std::max(max_shift_, consumer ? consumer->max_shift() : 0);
+    launch.params = d_.words;
+    // The words the kernel reads, by value: each thread reads them from the constant bank, where
+    // through a pointer to a descriptor in device memory every thread loaded them, two loads
+    // deep (the buffers' array, then a buffer's stride), before its first field load.
+    const std::size_t bytes = sizeof(ff_word) * launch.params.size() + 2 * sizeof(std::int64_t);
+    if (bytes > cuda_max_parameter_bytes)
+      throw CompileError(fmt::format("program '{}': kernel {} '{}' reads {} values of its call ({} bytes of kernel "
+                                     "parameters), more than CUDA passes to a kernel ({} bytes); split the "
+                                     "computation into smaller statements",
+                                     s_.program.name, kidx_, k_.name, launch.params.size(), bytes,
+                                     cuda_max_parameter_bytes));
+    const std::string params = launch.symbol + "_params";
+    // The body is a template over the index types (Dialect::index_type): each kernel has a 64-bit
+    // and a 32-bit entry point, and the runtime launches the 32-bit one when the call fits.
+    launch.narrow_symbol = launch.symbol + "_i32";
+    const auto entry = [&](const std::string& symbol, const char* index, const char* offset) {
+      return fmt::format("extern \"C\" __global__ void __launch_bounds__({0}) {1}(const {2} ff_p, std::int64_t ff_y0, "
+                         "std::int64_t ff_z0) {{\n  {3}_body<{4}, {5}>(ff_p, ff_y0, ff_z0);\n}}\n",
+                         launch.block_x, symbol, params, launch.symbol, index, offset);
+    };
+    code = fmt::format("// kernel {}: '{}' ({}{})\nstruct {} {{\n  ff_word w[{}];\n}};\n"
+                       "template <class ff_index, class ff_offset>\n"
+                       "__device__ __forceinline__ void {}_body(const {}& ff_p, std::int64_t ff_y0, std::int64_t ff_z0) {{\n",
+                       kidx_, k_.name, scan ? "scan" : "pointwise",
+                       consumer ? fmt::format(", with kernel {} '{}' in its level loop", kidx_ + 1, s_.kernels[kidx_ + 1].name)
+                                : "",
+                       params, std::max<std::size_t>(launch.params.size(), 1), launch.symbol, params) +
+           code + "}\n" + entry(launch.symbol, "std::int64_t", "std::int64_t") +
+           entry(launch.narrow_symbol, "std::int32_t", "std::int32_t");
     return {code + "\n", launch};
   }
 

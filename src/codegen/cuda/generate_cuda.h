@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/common/point_emitter.h"
 #include "ir/schedule.h"
 
 namespace fieldflow::codegen {
@@ -30,7 +31,13 @@ struct CudaLaunch {
   int loop_dims = 0;           // the kernel's loop dimensions (a scan's own one is not in the grid)
   bool raises_errors = false;  // checks reads while running: may set ff_call::error
   std::int64_t max_shift = 0;  // the largest constant offset of its accesses (ff_fits_32bit_indexing)
+  std::vector<CallWord> params;  // the kernel's parameter words (ff_word), in order: what it reads of
+                                 // the call, which the runtime copies from its ff_call
 };
+
+// What CUDA passes to a kernel (since CUDA 12.1 on Volta and later; 4,096 bytes before): a
+// kernel's words and its two row offsets must fit, or generate_cuda_source throws CompileError.
+inline constexpr std::size_t cuda_max_parameter_bytes = 32764;
 
 // Levels in a mesh kernel's run: what does not change with the level (the neighbour-table
 // row, the weights) is loaded once per run. 8, as in the hand-written kernels of bench/cuda.
@@ -52,12 +59,12 @@ struct CudaSource {
   std::vector<CudaLaunch> launches;  // in execution order
 };
 
-// Sizes, strides and boxes are read from an ff_call in device memory (the runtime copies the
-// descriptor before the launches), so one module serves every grid size, as on the CPU. Kernels
-// take `(const ff_call* call, int64_t y0, int64_t z0)`, y0 and z0 the first row along y and z of
-// the launch's piece, and report failed in-kernel checks with atomicOr into call->error. Each has
-// two entry points, CudaLaunch::symbol (64-bit indexing) and narrow_symbol (32-bit), around one
-// body templated over its index types.
+// Sizes, strides and boxes are kernel parameters (CudaLaunch::params, filled by the runtime from
+// its ff_call each call), so one module serves every grid size, as on the CPU. Kernels take
+// `(const <symbol>_params words, int64_t y0, int64_t z0)`, y0 and z0 the first row along y and z
+// of the launch's piece, and report failed in-kernel checks with atomicOr into the error flag
+// (a word). Each has two entry points, CudaLaunch::symbol (64-bit indexing) and narrow_symbol
+// (32-bit), around one body templated over its index types.
 CudaSource generate_cuda_source(const ir::Schedule& s, const CudaCodegenOptions& options = {});
 
 // What every CUDA translation unit has before the kernels (once, however many programs follow):

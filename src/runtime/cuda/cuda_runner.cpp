@@ -38,7 +38,27 @@ struct DeviceBlock {
   }
 };
 
-std::size_t align_up(std::size_t n) { return (n + 255) / 256 * 256; }
+// The value of word w of call `c` (host arrays holding device pointers): what
+// codegen::call_word_source reads in generated code, and the emulation's ff_run copies.
+ff_word word_of(const codegen::CallWord& w, const ff_call& c) {
+  using K = codegen::CallWord::Kind;
+  ff_word v{};
+  switch (w.kind) {
+    case K::domain: v.i = c.domains[w.index]; break;
+    case K::buffer_data: v.p = c.buffers[w.index].data; break;
+    case K::buffer_offset: v.i = c.buffers[w.index].offset; break;
+    case K::buffer_stride: v.i = c.buffers[w.index].strides[w.slot]; break;
+    case K::buffer_lo: v.i = c.buffers[w.index].lo[w.slot]; break;
+    case K::buffer_hi: v.i = c.buffers[w.index].hi[w.slot]; break;
+    case K::table_data: v.p = const_cast<std::int32_t*>(c.tables[w.index].data); break;
+    case K::table_source_stride: v.i = c.tables[w.index].source_stride; break;
+    case K::table_neighbor_stride: v.i = c.tables[w.index].neighbor_stride; break;
+    case K::scalar_i: v.i = c.scalars[w.index].i; break;
+    case K::scalar_f: v.f = c.scalars[w.index].f; break;
+    case K::error: v.p = c.error; break;
+  }
+  return v;
+}
 
 }  // namespace
 
@@ -85,7 +105,7 @@ class CudaRunner final : public DeviceRunner {
     for (std::size_t i = 0; i < field_copies_.size(); ++i) field_copies_[i].release(label("field", i));
     for (std::size_t i = 0; i < table_copies_.size(); ++i) table_copies_[i].release(label("table", i));
     for (std::size_t i = 0; i < saved_outputs_.size(); ++i) saved_outputs_[i].release(label("saved output", i));
-    descriptor_.release(o_.program + " (call descriptor)");
+    error_flag_.release(o_.program + " (error flag)");
     if (owns_stream_) api_.stream_destroy(stream_);
     if (library_) api_.library_unload(library_);
   }
@@ -146,39 +166,22 @@ class CudaRunner final : public DeviceRunner {
       }
       staged_tables[i].data = static_cast<const std::int32_t*>(table_copies_[i].pointer);
     }
-    const std::size_t n_scalars = fields.size(), n_domains = o_.kernels * 2 * FF_MAX_DIMS;
-    // One descriptor block: ff_call | buffers | tables | scalars | domains | error flag.
-    const std::size_t at_buffers = align_up(sizeof(ff_call));
-    const std::size_t at_tables = at_buffers + align_up(buffers.size() * sizeof(ff_buffer));
-    const std::size_t at_scalars = at_tables + align_up(staged_tables.size() * sizeof(ff_table));
-    const std::size_t at_domains = at_scalars + align_up(n_scalars * sizeof(ff_scalar));
-    const std::size_t at_error = at_domains + align_up(n_domains * sizeof(std::int64_t));
-    const std::size_t total = at_error + sizeof(std::int32_t);
-    if (descriptor_.bytes < total) uploaded_.clear();  // a new block holds nothing yet
-    descriptor_.ensure(total, [&] { return p + " (call descriptor)"; });
-    auto* dev = static_cast<std::byte*>(descriptor_.pointer);
-    staged_.assign(total, std::byte{0});
-    ff_call dc = c;
-    dc.buffers = reinterpret_cast<const ff_buffer*>(dev + at_buffers);
-    dc.tables = reinterpret_cast<const ff_table*>(dev + at_tables);
-    dc.scalars = reinterpret_cast<const ff_scalar*>(dev + at_scalars);
-    dc.domains = reinterpret_cast<const std::int64_t*>(dev + at_domains);
-    dc.error = reinterpret_cast<std::int32_t*>(dev + at_error);
-    std::memcpy(staged_.data(), &dc, sizeof dc);
-    std::memcpy(staged_.data() + at_buffers, buffers.data(), buffers.size() * sizeof(ff_buffer));
-    std::memcpy(staged_.data() + at_tables, staged_tables.data(), staged_tables.size() * sizeof(ff_table));
-    std::memcpy(staged_.data() + at_scalars, c.scalars, n_scalars * sizeof(ff_scalar));
-    std::memcpy(staged_.data() + at_domains, c.domains, n_domains * sizeof(std::int64_t));
-    // A time loop's calls mostly repeat the last descriptor (same fields, sizes and scalars): it
-    // is uploaded only when it changed, or when the last call left its error flag set.
-    if (staged_ != uploaded_ || last_error_) {
-      copy(dev, staged_.data(), total, stream);
-      uploaded_ = staged_;
+    // The error flag, which kernels that check reads OR their failures into: zero before the
+    // launches (set when allocated, and again after a call that raised).
+    if (can_fail_ && (!error_flag_.pointer || last_error_)) {
+      error_flag_.ensure(sizeof(std::int32_t), [&] { return p + " (error flag)"; });
+      copy(error_flag_.pointer, &no_error_, sizeof no_error_, stream);
     }
-
-    const ff_call* device_call = reinterpret_cast<const ff_call*>(dev);
+    // Each launch's parameter words, from the call as the device sees it (its fields' device
+    // memory, the tables' copies): passed by value, so nothing is uploaded for them.
+    ff_call device_view = c;
+    device_view.buffers = buffers.data();
+    device_view.tables = staged_tables.data();
+    device_view.error = static_cast<std::int32_t*>(error_flag_.pointer);
+    for (std::size_t i = 0; i < o_.launches.size(); ++i)
+      for (std::size_t w = 0; w < o_.launches[i].params.size(); ++w) words_[i][w] = word_of(o_.launches[i].params[w], device_view);
     // 32-bit indexing when every box and buffer of the call allows it (fieldflow/abi.h): fewer
-    // instructions and registers per thread (docs/cuda.md); decided from the host's descriptor.
+    // instructions and registers per thread (docs/cuda.md); decided from the host's ff_call.
     const bool narrow =
         fieldflow::abi::ff_fits_32bit_indexing(&c, static_cast<int>(o_.buffers), static_cast<int>(o_.kernels), max_shift_);
     const std::vector<cudaKernel_t>& kernels = narrow ? narrow_kernels_ : kernels_;
@@ -187,7 +190,7 @@ class CudaRunner final : public DeviceRunner {
       const codegen::CudaGrid g = codegen::cuda_grid(l, c.domains + l.kernel * 2 * FF_MAX_DIMS);
       codegen::for_each_cuda_piece(g, codegen::cuda_max_grid_yz, [&](std::int64_t x, std::int64_t y, std::int64_t z,
                                                                      std::int64_t y0, std::int64_t z0) {
-        void* args[] = {&device_call, &y0, &z0};
+        void* args[] = {words_[i].data(), &y0, &z0};
         const cudaError_t launched =
             api_.launch(kernels[i], dim3(static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z)),
                         dim3(static_cast<unsigned>(l.block_x)), args, stream);
@@ -200,7 +203,7 @@ class CudaRunner final : public DeviceRunner {
     // outputs to copy back, the call synchronises once, like hand-written code.
     std::int32_t error = 0;
     if (can_fail_) {
-      copy(&error, dev + at_error, sizeof error, stream);
+      copy(&error, error_flag_.pointer, sizeof error, stream);
       check(api_.stream_synchronize(stream), "cudaStreamSynchronize", p);
     }
     last_error_ = error;
@@ -226,7 +229,7 @@ class CudaRunner final : public DeviceRunner {
   // against what the compiled kernel allows, and takes or creates the stream.
   void set_up() {
     const std::string& p = o_.program;
-    // The descriptor holds every kernel's box, fused ones included (their launch is their scan's).
+    // The call holds every kernel's box, fused ones included (their launch is their scan's).
     for (const auto& l : o_.launches)
       FIELDFLOW_ASSERT(l.kernel >= 0 && static_cast<std::size_t>(l.kernel) < o_.kernels,
                        fmt::format("program '{}': launch '{}' runs kernel {} of the {} the options count", p, l.symbol,
@@ -248,6 +251,7 @@ class CudaRunner final : public DeviceRunner {
       max_shift_ = std::max(max_shift_, l.max_shift);
       kernels_.push_back(kernel(l.symbol, l.block_x));
       narrow_kernels_.push_back(kernel(l.narrow_symbol, l.block_x));
+      words_.emplace_back(std::max<std::size_t>(l.params.size(), 1));  // a kernel's struct has a word at least
     }
     if (o_.stream) {
       stream_ = static_cast<cudaStream_t>(o_.stream);
@@ -307,11 +311,11 @@ class CudaRunner final : public DeviceRunner {
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
   std::vector<DeviceBlock> field_copies_, saved_outputs_, table_copies_;
-  DeviceBlock descriptor_;
+  DeviceBlock error_flag_;            // kernels that check reads: where they report (ff_error)
+  static constexpr std::int32_t no_error_ = 0;
   std::vector<ff_buffer> staged_buffers_;
   std::vector<ff_table> staged_tables_;
-  std::vector<std::byte> staged_;
-  std::vector<std::byte> uploaded_;  // what the descriptor block holds now
+  std::vector<std::vector<ff_word>> words_;  // per launch: its parameter words (CudaLaunch::params)
   std::vector<std::pair<const void*, bool>> checked_fields_;          // address, on_device: memory checked
   // What each device table copy holds: the table object (identity) and its entries' span.
   struct CopiedTable {

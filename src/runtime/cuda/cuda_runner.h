@@ -1,7 +1,8 @@
 #pragma once
 // The DeviceRunner of Backend::cuda: a cubin loaded with cudaLibraryLoadData, one kernel handle per
-// launch, a stream (the caller's or one it owns: never the legacy default stream), device copies of
-// the call's fields and tables, and the call descriptor (ff_call with its arrays) in device memory.
+// launch and indexing width, a stream (the caller's or one it owns: never the legacy default
+// stream), device copies of the call's fields and tables, and an error flag in device memory. The
+// kernels take what they read of the call (ff_call) as parameter words, by value.
 // All device memory comes from the allocation route (memory_route.h).
 #include <cuda_runtime.h>
 
@@ -15,7 +16,7 @@
 namespace fieldflow::runtime::cuda {
 
 // The CUDA runtime calls a runner makes. By default the runtime's own; tests give a host emulation
-// (tests/cuda/test_cuda_runner_emulated.cpp) so the runner's copies, checks, descriptor and
+// (tests/cuda/test_cuda_runner_emulated.cpp) so the runner's copies, checks, parameter words and
 // synchronisation run without a device.
 struct CudaApi {
   cudaError_t (*library_load)(cudaLibrary_t* library, const std::string& image);
