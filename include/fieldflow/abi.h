@@ -62,7 +62,7 @@ enum ff_error {
 };
 
 /* One 8-byte word of a CUDA kernel's parameters (since ABI 8): kernels take the values of ff_call
- * they read, word by word, by value (codegen::CudaParam says which), so a thread reads them from
+ * they read, word by word, by value (codegen::CudaLaunch::params says which), so a thread reads them from
  * the constant bank instead of loading a descriptor from device memory, and a call uploads none. */
 typedef union ff_word {
   void* p;

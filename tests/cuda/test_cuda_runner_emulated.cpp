@@ -178,7 +178,7 @@ TEST_F(EmulatedRunner, DeviceFieldsEqualTheReferenceWithOneSyncAndNoCopies) {
         << emulator_.copies.size() << " copies, the first of "
         << (emulator_.copies.empty() ? 0 : emulator_.copies[0].bytes) << " bytes";
     EXPECT_EQ(emulator_.syncs, 1);
-    EXPECT_LE(emulator_.launch_streams.size(), emulator_.symbols.size());
+    EXPECT_LE(emulator_.launch_streams.size(), emulator_.symbols.size() / 2) << "one launch per kernel at most";
     EXPECT_GT(emulator_.launch_streams.size(), 0u);
     for (cudaStream_t s : emulator_.launch_streams) EXPECT_EQ(s, owned_stream);
     d.copy_back(dev);
@@ -415,8 +415,8 @@ TEST_F(EmulatedRunner, MovedViewsAreCheckedAgainAndCudaFailuresAreTypedErrors) {
 
 // The image is made resident when the program is created (CUDA loads it lazily, at the first
 // launch, otherwise): an image the device cannot run, or a kernel whose launch has more threads
-// per block than the compiled kernel allows, is refused then, naming the call and the kernel, and
-// nothing is left loaded.
+// per block than the compiled kernel allows, or an image without one of the entry points, is
+// refused then, naming the call and the kernel, and nothing is left loaded.
 TEST_F(EmulatedRunner, AnImageTheDeviceCannotRunIsRefusedWhenTheProgramIsCreated) {
   const auto& ex = examples::example("laplacian");
   emulator_.attributes_result = cudaErrorNoKernelImageForDevice;
@@ -441,6 +441,19 @@ TEST_F(EmulatedRunner, AnImageTheDeviceCannotRunIsRefusedWhenTheProgramIsCreated
   }
   EXPECT_EQ(emulator_.libraries, 0);
   emulator_.max_threads_per_block = 1024;
+  // An image without a kernel's 32-bit entry point (one made before ABI 7) is refused, naming it.
+  emulator_.missing_symbol = "ff_kernel_0_i32";
+  try {
+    make(ex.program);
+    ADD_FAILURE() << "an image without a kernel's 32-bit entry point was accepted";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("cudaLibraryGetKernel failed for program 'laplacian' kernel 'ff_kernel_0_i32'"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("cudaErrorSymbolNotFound"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(emulator_.libraries, 0);
+  emulator_.missing_symbol.clear();
   EmulatedProgram p = make(ex.program);
   EXPECT_EQ(emulator_.libraries, 1);
   p.program.reset();

@@ -58,6 +58,7 @@ struct Emulator {
   int max_threads_per_block = 1024;  // what cudaFuncGetAttributes says a kernel allows
   int current_device = 0;            // what cudaGetDevice answers
   int libraries = 0;                 // loaded and not unloaded
+  std::string missing_symbol;        // a kernel cudaLibraryGetKernel does not find (an image without it)
   std::mutex mutex;
 
   bool is_device(const void* p) {
@@ -100,7 +101,7 @@ inline const runtime::cuda::CudaApi emulated_api{
     [](cudaKernel_t* k, cudaLibrary_t, const char* symbol) {
       const auto& s = emulator->symbols;
       const auto it = std::find(s.begin(), s.end(), symbol);
-      if (it == s.end()) return cudaErrorSymbolNotFound;
+      if (it == s.end() || *it == emulator->missing_symbol) return cudaErrorSymbolNotFound;
       *k = reinterpret_cast<cudaKernel_t>(static_cast<std::uintptr_t>(it - s.begin() + 1));
       return cudaSuccess;
     },

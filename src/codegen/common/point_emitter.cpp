@@ -28,7 +28,11 @@ const Dialect& cuda_dialect() {
 }
 
 const Dialect& cuda_race_check_dialect() {
-  static const Dialect d{"::", "ff_limits", "__restrict__", true, "ff_checked", "ff_index", "ff_offset", true};
+  static const Dialect d = [] {
+    Dialect checked = cuda_dialect();
+    checked.checked_buffer = "ff_checked";
+    return checked;
+  }();
   return d;
 }
 

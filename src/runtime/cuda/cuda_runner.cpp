@@ -238,7 +238,7 @@ class CudaRunner final : public DeviceRunner {
     check(api_.library_load(&library_, o_.cubin), "cudaLibraryLoadData", p);
     const auto kernel = [&](const std::string& symbol, int block_x) {
       cudaKernel_t k = nullptr;
-      check(api_.get_kernel(&k, library_, symbol.c_str()), "cudaLibraryGetKernel", p);
+      check(api_.get_kernel(&k, library_, symbol.c_str()), "cudaLibraryGetKernel", fmt::format("{}' kernel '{}", p, symbol));
       cudaFuncAttributes a{};
       check(api_.kernel_attributes(&a, k), "cudaFuncGetAttributes", fmt::format("{}' kernel '{}", p, symbol));
       if (block_x > a.maxThreadsPerBlock)
