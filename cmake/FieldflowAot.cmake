@@ -20,8 +20,11 @@ include_guard(GLOBAL)
 
 # The JIT's flags (default_compiler_config in src/toolchain/compiler.cpp) that decide the generated
 # code's results and speed; -std, -fPIC, -shared, -fopenmp and -I come from target properties
-# below. tests/aot checks that both lists agree.
-set(FIELDFLOW_AOT_COMPILE_OPTIONS -O3 -march=native -fno-math-errno -ffp-contract=off -fno-trapping-math)
+# below. tests/aot checks that both lists agree. FIELDFLOW_AOT_MARCH is the JIT's FIELDFLOW_JIT_MARCH:
+# native, unless the library runs on other machines than the one that builds it
+# (scripts/gpu-bundle.sh builds for a device machine whose processor is not this one).
+set(FIELDFLOW_AOT_MARCH native CACHE STRING "-march of ahead-of-time libraries' host code")
+set(FIELDFLOW_AOT_COMPILE_OPTIONS -O3 -march=${FIELDFLOW_AOT_MARCH} -fno-math-errno -ffp-contract=off -fno-trapping-math)
 
 function(fieldflow_aot_target_options target)
   if(NOT TARGET OpenMP::OpenMP_CXX)
