@@ -19,9 +19,15 @@
 # CUDA's own libraries (cudart, NVRTC) come from the toolkit there (the same major version, 13).
 # Then a device run carries the folder:  run(command="scripts/gpu-session.sh check",
 # carry=[".gpu-bundle"]), and "scripts/gpu-session.sh demo bench" in a second call.
-# Usage: scripts/gpu-bundle.sh   (about 20 minutes on 2 cores the first time; needs a committed tree)
+# Last, as root, the bundle is tried as that machine would run it: from a copy of the committed
+# tree, in a mount namespace where this checkout (its build folders) and the Debian libraries the
+# bundle brings are hidden; without a GPU the device tests skip, the NVRTC and AOT tests run.
+# Usage: scripts/gpu-bundle.sh [--no-try]   (about 20 minutes on 2 cores the first time, then
+# seconds with ccache; needs a committed tree)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+try=1
+[ "${1:-}" = --no-try ] && try=0
 build=build/gpu-bundle
 bundle=.gpu-bundle
 tests=(test_cuda_device test_aot_cuda test_reference_cuda test_cuda_codegen)
@@ -58,3 +64,19 @@ git ls-files -z -- CMakeLists.txt cmake include src tests bench scripts | xargs 
 git rev-parse HEAD >"$bundle/commit"
 echo "gpu-bundle: $(git rev-parse --short HEAD), $(du -sh "$bundle" | cut -f1) in $bundle (a device run carries at most 64 MiB)"
 ls -l "$bundle" "$bundle/tests" "$bundle/lib" "$bundle/lib/compiler-runtime"
+
+[ $try = 1 ] || exit 0
+if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then
+  echo "gpu-bundle: not tried (needs root and unshare for a mount namespace)"
+  exit 0
+fi
+trial=$(mktemp -d)
+trap 'rm -rf "$trial"' EXIT
+mkdir -p "$trial/repo" "$trial/out"
+git archive HEAD | tar -x -C "$trial/repo"
+cp -r "$bundle" "$trial/repo/"
+hide=$(find "$bundle/lib" -maxdepth 1 -name 'lib*.so*' -printf '%f\n' | grep -v '^libfieldflow' |
+       while read -r name; do ldconfig -p | awk -v n="$name" '$1 == n { print $NF }'; done | xargs -r readlink -f | sort -u)
+echo "gpu-bundle: trying it with $PWD and $(echo $hide | wc -w) Debian libraries hidden"
+unshare --mount bash -c "set -e; for f in $(echo $hide); do mount --bind /dev/null \$f; done
+  mount -t tmpfs none '$PWD'; cd '$trial/repo'; OUT='$trial/out' scripts/gpu-session.sh check" | tail -n 12
