@@ -395,7 +395,7 @@ CompiledProgram cuda_program(const ir::Program& program, const CompileOptions& o
                              std::string cubin, double compile_seconds, bool cache_hit) {
 #ifdef FIELDFLOW_WITH_CUDA
   require_device(program.name);
-  runtime::cuda::register_memory_backend(options.cuda_pool_release_threshold);
+  runtime::cuda::register_memory_backend();
   CompiledProgram::Impl::Image image;
   image.program = program;
   image.options = options;

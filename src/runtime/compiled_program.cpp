@@ -130,7 +130,8 @@ CompiledProgram::Impl::Impl(Image img) : image(std::move(img)) {
   mode = image.options.memory.resolved_mode();
   layout = image.options.layout.value_or(default_layout(image.options.backend));
   num_threads = image.options.num_threads > 0 ? image.options.num_threads : omp_get_max_threads();
-  memory = std::make_unique<runtime::TransientMemory>(image.program.name, image.options.memory);
+  memory = std::make_unique<runtime::TransientMemory>(image.program.name, image.options.memory,
+                                                       image.options.cuda_pool_release_threshold);
   if (compiled()) {
     run = image.entry;
     const std::size_t n = image.program.params.size();

@@ -173,7 +173,7 @@ void system_free(Device device, void* pointer, std::size_t bytes, std::string_vi
 }
 
 void* stream_allocate(Device device, std::size_t bytes, std::size_t alignment, void* stream,
-                      std::string_view label) {
+                      std::uint64_t release_threshold, std::string_view label) {
   if (bytes == 0) return nullptr;
   FIELDFLOW_ASSERT(device != Device::cpu, "stream-ordered allocation is for devices; the CPU uses the host pool");
   const std::size_t align = effective_alignment(alignment);
@@ -181,7 +181,7 @@ void* stream_allocate(Device device, std::size_t bytes, std::size_t alignment, v
   if (!backend || !backend->allocate_async) throw_no_backend(device, bytes, label);
   void* p = nullptr;
   try {
-    p = backend->allocate_async(bytes, stream);
+    p = backend->allocate_async(bytes, stream, release_threshold);
   } catch (const OutOfMemoryError& e) {
     throw OutOfMemoryError(allocation_failure_message(device, bytes, label, e.what()), bytes);
   } catch (const std::exception& e) {

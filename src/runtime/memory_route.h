@@ -20,13 +20,15 @@ namespace fieldflow::runtime {
 
 // What a device runtime plugs into the route. allocate/free are the synchronous path (cudaMalloc /
 // cudaFree: scoped and persistent modes); allocate_async/free_async are stream-ordered from a pool
-// the backend owns (cudaMallocAsync / cudaFreeAsync on a fieldflow-created pool: pool mode). An
-// allocate function reports failure by returning nullptr or throwing; free functions must not throw.
+// the backend owns (cudaMallocAsync / cudaFreeAsync on a fieldflow-created pool: pool mode), the
+// one for `release_threshold` (the bytes it keeps cached; programs asking the same share a pool).
+// An allocate function reports failure by returning nullptr or throwing; free functions must not
+// throw.
 struct DeviceMemoryBackend {
   std::string name;  // e.g. "CUDA runtime 12.4", used in messages
   std::function<void*(std::size_t bytes, std::size_t alignment)> allocate;
   std::function<void(void* pointer, std::size_t bytes)> free;
-  std::function<void*(std::size_t bytes, void* stream)> allocate_async;
+  std::function<void*(std::size_t bytes, void* stream, std::uint64_t release_threshold)> allocate_async;
   std::function<void(void* pointer, std::size_t bytes, void* stream)> free_async;
 };
 
@@ -42,9 +44,10 @@ void* system_allocate(Device device, std::size_t bytes, std::size_t alignment, s
 void system_free(Device device, void* pointer, std::size_t bytes, std::string_view label) noexcept;
 
 // Stream-ordered allocation for pool mode on devices; there is no CPU variant (the host pool is
-// the CPU's pool). `stream` is passed through to the backend untouched.
+// the CPU's pool). `stream` and `release_threshold` (which of the backend's pools) are passed
+// through to the backend untouched.
 void* stream_allocate(Device device, std::size_t bytes, std::size_t alignment, void* stream,
-                      std::string_view label);
+                      std::uint64_t release_threshold, std::string_view label);
 void stream_free(Device device, void* pointer, std::size_t bytes, void* stream,
                  std::string_view label) noexcept;
 

@@ -114,8 +114,12 @@ void TransientMemory::Lease::end() noexcept {
 
 // ---- TransientMemory -------------------------------------------------------------------------
 
-TransientMemory::TransientMemory(std::string program_name, MemoryOptions options)
-    : program_(std::move(program_name)), options_(std::move(options)), mode_(options_.resolved_mode()) {}
+TransientMemory::TransientMemory(std::string program_name, MemoryOptions options,
+                                 std::uint64_t device_pool_release_threshold)
+    : program_(std::move(program_name)),
+      options_(std::move(options)),
+      device_pool_release_threshold_(device_pool_release_threshold),
+      mode_(options_.resolved_mode()) {}
 
 TransientMemory::~TransientMemory() {
   assert(!busy_.load() && "a Lease outlived its TransientMemory");
@@ -224,7 +228,7 @@ TransientMemory::Lease TransientMemory::begin_call(const std::vector<WorkspaceRe
             slot.alignment = b.alignment;
             slot.source = Lease::Source::pool;
           } else {
-            slot.base = stream_allocate(d, n.bytes, n.alignment, cuda_stream, program_);
+            slot.base = stream_allocate(d, n.bytes, n.alignment, cuda_stream, device_pool_release_threshold_, program_);
             slot.obtained = n.bytes;
             slot.alignment = n.alignment;
             slot.source = Lease::Source::stream;

@@ -32,7 +32,10 @@ namespace fieldflow::runtime {
 class TransientMemory {
  public:
   // Throws OptionError when the options are inconsistent (see MemoryOptions::resolved_mode).
-  TransientMemory(std::string program_name, MemoryOptions options);
+  // `device_pool_release_threshold`: pool mode on a device takes its memory from the backend's
+  // pool for this threshold (CompileOptions::cuda_pool_release_threshold).
+  TransientMemory(std::string program_name, MemoryOptions options,
+                  std::uint64_t device_pool_release_threshold = UINT64_MAX);
   // Frees persistent memory and runs the release actions of allocator-supplied blocks. Every
   // Lease must have ended before.
   ~TransientMemory();
@@ -126,6 +129,7 @@ class TransientMemory {
 
   const std::string program_;
   MemoryOptions options_;
+  const std::uint64_t device_pool_release_threshold_;
   const TransientMemoryMode mode_;
 
   // Serialises calls: `busy_` is true while a Lease (or prepare) is alive. A flag rather than a

@@ -246,6 +246,43 @@ TEST(CudaDeviceMemory, PoolAllocationsUseTheInstancesStream) {
   cudaStreamDestroy(s);
 }
 
+// Each release threshold is its own pool, created with it: a program whose pool keeps nothing
+// (threshold 0) has returned its transients' memory to the driver at the next synchronisation,
+// while one with the default (keep everything) still holds them, whichever ran first.
+TEST(CudaDeviceMemory, EachReleaseThresholdIsItsOwnPool) {
+  REQUIRE_DEVICE();
+  const auto& ex = examples::example("vadv");  // transients on the device (hdiff's are inlined)
+  const auto reserved = [](void* pool) {
+    std::uint64_t bytes = 0;
+    EXPECT_EQ(cudaMemPoolGetAttribute(static_cast<cudaMemPool_t>(pool), cudaMemPoolAttrReservedMemCurrent, &bytes),
+              cudaSuccess);
+    return bytes;
+  };
+  for (const bool keeping_first : {true, false}) {
+    SCOPED_TRACE(keeping_first ? "the keeping program first" : "the releasing program first");
+    CompileOptions keep = cuda_options(TransientMemoryMode::pool), release = keep;
+    release.cuda_pool_release_threshold = 0;
+    CompiledProgram a = compile(ex.program, keeping_first ? keep : release);
+    CompiledProgram b = compile(ex.program, keeping_first ? release : keep);
+    auto inst = ex.make_instance({64, 64, 16}, Layout::horizontal_fastest, 2);
+    ASSERT_GT(device_bytes(a, size_symbols(ex.program, inst.arguments())), 0u);
+    a(inst.arguments());
+    b(inst.arguments());
+    // The calls' frees are stream-ordered after their synchronisation; a pool releases at the next.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    void* kept = runtime::cuda::owned_pool(UINT64_MAX);
+    void* released = runtime::cuda::owned_pool(0);
+    ASSERT_NE(kept, released);
+    for (const auto& [pool, threshold] : {std::pair{kept, UINT64_MAX}, std::pair{released, std::uint64_t{0}}}) {
+      std::uint64_t t = 1;
+      ASSERT_EQ(cudaMemPoolGetAttribute(static_cast<cudaMemPool_t>(pool), cudaMemPoolAttrReleaseThreshold, &t), cudaSuccess);
+      EXPECT_EQ(t, threshold);
+    }
+    EXPECT_GT(reserved(kept), 0u) << "the default pool keeps its memory for the next call";
+    EXPECT_EQ(reserved(released), 0u) << "a pool with threshold 0 returns its memory when the call synchronises";
+  }
+}
+
 // Its host fields: three blocks of 128 along I, the last one partial; offsets 3 where in range.
 struct GatherFields {
   static constexpr std::int64_t n = 300, levels = 7;
@@ -485,8 +522,11 @@ TEST(CudaDevice, FieldsWhoseOffsetsPass32BitsEqualTheReference) {
     const testing_support::ReferenceOutcome ref = testing_support::run_reference_on_copies(far->program, far->args);
     ASSERT_EQ(ref.error, nullptr);
     compile(far->program, cuda_options(TransientMemoryMode::pool, Layout::horizontal_fastest))(far->args);
-    for (const auto& [mine, theirs] : ref.pairs)
-      if (mine == &far->o) EXPECT_TRUE(same_bits(*theirs, *mine, "o"));  // a is strided: same_bits compares bytes
+    for (const auto& [mine, theirs] : ref.pairs) {
+      if (mine == &far->o) {
+        EXPECT_TRUE(same_bits(*theirs, *mine, "o"));  // a is strided: same_bits compares bytes
+      }
+    }
   }
 }
 

@@ -134,8 +134,11 @@ TEST_F(EmulatedRunner, CallsThatFit32BitIndexingRunThe32BitKernelsAndOthersThe64
     EXPECT_TRUE(launched_only(narrow)) << (emulator_.launched.empty() ? "nothing" : emulator_.launched[0]) << " launched";
     emulator_.remove_device(far->memory.data());
     emulator_.remove_device(far->o.data());
-    for (const auto& [mine, theirs] : ref.pairs)
-      if (mine == &far->o) EXPECT_TRUE(same_bits(*theirs, *mine, "o"));  // a is strided: same_bits compares bytes
+    for (const auto& [mine, theirs] : ref.pairs) {
+      if (mine == &far->o) {
+        EXPECT_TRUE(same_bits(*theirs, *mine, "o"));  // a is strided: same_bits compares bytes
+      }
+    }
   }
   // The built-in programs at the tests' sizes fit.
   const auto& ex = examples::example("hdiff");
@@ -269,6 +272,28 @@ TEST_F(EmulatedRunner, EveryExampleInEveryModeEqualsTheReferenceAndUsesTheModesA
           break;
       }
     }
+}
+
+// Pool mode takes each program's transients from the pool of its own release threshold
+// (CompileOptions::cuda_pool_release_threshold), two programs in one process included: until
+// now the first program's threshold was every program's.
+TEST_F(EmulatedRunner, EachProgramsPoolAllocationsAskForItsReleaseThreshold) {
+  const auto& ex = examples::example("vadv");  // transients on the device (hdiff's are inlined)
+  const examples::ExampleSize size{20, 9, 4, ex.unstructured};
+  for (const std::uint64_t threshold : {std::uint64_t{0}, std::uint64_t{1} << 30, UINT64_MAX}) {
+    SCOPED_TRACE(threshold);
+    CompileOptions o;
+    o.memory.mode = TransientMemoryMode::pool;
+    o.cuda_pool_release_threshold = threshold;
+    EmulatedProgram p = testing_support::compile_with_emulated_runtime(emulator_, ex.program, o);
+    auto dev = ex.make_instance(size, Layout::horizontal_fastest, 5);
+    EmulatedDeviceFields d(emulator_, dev);
+    ASSERT_FALSE(p.program->memory_plan(size_symbols(ex.program, d.args)).transients.empty());
+    const int before = memory_.async_allocates;
+    (*p.program)(d.args);
+    EXPECT_EQ(memory_.async_allocates, before + 1);
+    EXPECT_EQ(memory_.last_release_threshold.load(), threshold);
+  }
 }
 
 TEST_F(EmulatedRunner, AFailedCallRestoresDeviceOutputsAndTheNextClearsTheErrorFlag) {

@@ -59,6 +59,7 @@ class FakeCudaBackend {
  public:
   std::atomic<int> allocates{0}, frees{0}, async_allocates{0}, async_frees{0};
   std::atomic<void*> last_stream{nullptr};
+  std::atomic<std::uint64_t> last_release_threshold{0};  // which pool the last stream allocation asked for
 
   using OnAllocate = std::function<void(void* p, std::size_t bytes)>;
   using OnFree = std::function<void(void* p)>;
@@ -74,9 +75,10 @@ class FakeCudaBackend {
       ++frees;
       taken_back(p);
     };
-    b.allocate_async = [this](std::size_t bytes, void* stream) -> void* {
+    b.allocate_async = [this](std::size_t bytes, void* stream, std::uint64_t release_threshold) -> void* {
       ++async_allocates;
       last_stream = stream;
+      last_release_threshold = release_threshold;
       return handed_out(std::aligned_alloc(256, (bytes + 255) / 256 * 256), bytes);
     };
     b.free_async = [this](void* p, std::size_t, void* stream) {

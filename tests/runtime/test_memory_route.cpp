@@ -82,7 +82,7 @@ TEST(MemoryRoute, CudaWithoutBackend) {
   const std::string msg = error_text([] { system_allocate(Device::cuda, 512, 256, "prog"); });
   EXPECT_EQ(msg.rfind("cannot allocate 512 bytes on cuda for prog", 0), 0u) << msg;
   EXPECT_NE(msg.find("no cuda backend"), std::string::npos) << msg;
-  EXPECT_THROW(stream_allocate(Device::cuda, 512, 256, nullptr, "prog"), AllocationError);
+  EXPECT_THROW(stream_allocate(Device::cuda, 512, 256, nullptr, UINT64_MAX, "prog"), AllocationError);
 }
 
 // A registered backend serves both the synchronous and the stream-ordered path.
@@ -93,8 +93,9 @@ TEST(MemoryRoute, CudaThroughBackend) {
   void* p = system_allocate(Device::cuda, 4000, 256, "dev");
   system_free(Device::cuda, p, 4000, "dev");
   int stream_token = 0;
-  void* q = stream_allocate(Device::cuda, 100, 256, &stream_token, "dev");
+  void* q = stream_allocate(Device::cuda, 100, 256, &stream_token, 4096, "dev");
   EXPECT_EQ(cuda.last_stream.load(), &stream_token);
+  EXPECT_EQ(cuda.last_release_threshold.load(), 4096u);
   stream_free(Device::cuda, q, 100, &stream_token, "dev");
   EXPECT_EQ(cuda.allocates, 1);
   EXPECT_EQ(cuda.frees, 1);
@@ -142,7 +143,7 @@ TEST(MemoryRoute, DeviceOutOfMemoryKeepsItsKindAndRequiredBytes) {
     throw OutOfMemoryError("cudaMalloc: cudaErrorMemoryAllocation: out of memory", bytes);
   };
   b.free = [](void*, std::size_t) {};
-  b.allocate_async = [](std::size_t bytes, void*) -> void* {
+  b.allocate_async = [](std::size_t bytes, void*, std::uint64_t) -> void* {
     throw OutOfMemoryError("cudaMallocFromPoolAsync: cudaErrorMemoryAllocation: out of memory", bytes);
   };
   b.free_async = [](void*, std::size_t, void*) {};
@@ -155,7 +156,7 @@ TEST(MemoryRoute, DeviceOutOfMemoryKeepsItsKindAndRequiredBytes) {
     EXPECT_EQ(std::string(e.what()).rfind("cannot allocate 4096 bytes on cuda for prog: cudaMalloc", 0), 0u) << e.what();
   }
   try {
-    stream_allocate(Device::cuda, 512, 256, nullptr, "prog");
+    stream_allocate(Device::cuda, 512, 256, nullptr, UINT64_MAX, "prog");
     ADD_FAILURE() << "no error";
   } catch (const OutOfMemoryError& e) {
     EXPECT_EQ(e.required_bytes(), 512u);

@@ -703,8 +703,15 @@ TEST(TransientMemory, DevicePathsPerMode) {
     EXPECT_EQ(cuda.async_allocates, 5);
     EXPECT_EQ(cuda.async_frees, 5);
     EXPECT_EQ(cuda.last_stream.load(), &stream);
+    EXPECT_EQ(cuda.last_release_threshold.load(), UINT64_MAX) << "the default: the pool keeps everything";
     EXPECT_EQ(tm.stats().stream_allocations, 5u);
     EXPECT_EQ(tm.stats().system_allocations, 0u);
+  }
+  {
+    // Another release threshold is another pool: the backend is told which, per allocation.
+    TransientMemory tm("pool with a threshold", MemoryOptions{}, 1 << 20);
+    auto l = tm.begin_call(on_cuda(1000), &stream);
+    EXPECT_EQ(cuda.last_release_threshold.load(), 1u << 20);
   }
   {
     RecordingAllocator alloc;
@@ -714,7 +721,7 @@ TEST(TransientMemory, DevicePathsPerMode) {
     EXPECT_EQ(alloc.s->requests[0].device, Device::cuda);
   }
   EXPECT_EQ(cuda.allocates, 6);  // external never touched the device runtime
-  EXPECT_EQ(cuda.async_allocates, 5);
+  EXPECT_EQ(cuda.async_allocates, 6);
 }
 
 // A device allocation that fails mid-call gives back what the call already obtained.

@@ -5,8 +5,9 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
-#include <atomic>
+#include <map>
 #include <mutex>
+#include <utility>
 
 #include "fieldflow/device_errors.h"
 #include "runtime/memory_route.h"
@@ -45,25 +46,18 @@ void check(int status, const char* call, const std::string& program) {
   if (status != cudaSuccess) throw_cuda_error(status, call, program);
 }
 
-namespace {
-
-// The pools fieldflow owns, one per device, each created on first use while its device is current
-// (a runner refuses calls from another device), its release threshold set; never destroyed (frees
-// may come during static destruction). Found without a lock on every pool allocation after the
-// first (a call in pool mode allocates), created under one.
-constexpr int max_pool_devices = 64;
-
-cudaMemPool_t owned_pool(std::uint64_t release_threshold) {
-  static std::atomic<cudaMemPool_t> pools[max_pool_devices];
-  static std::mutex creating;
+// The pools fieldflow owns: one per device and release threshold (programs whose options ask the
+// same threshold share it, so one program's wish never changes another's pool), each created on
+// first use while its device is current (a runner refuses calls from another device), its release
+// threshold set; never destroyed (frees may come during static destruction). Found under a lock
+// on every pool allocation: a map lookup, no host allocation once the pool exists.
+void* owned_pool(std::uint64_t release_threshold) {
+  static std::mutex mutex;
+  static auto& pools = *new std::map<std::pair<int, std::uint64_t>, cudaMemPool_t>;  // outlives frees at exit
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice", "(memory pool)");
-  if (device < 0 || device >= max_pool_devices)
-    throw CudaError(fmt::format("cuda device {}: fieldflow's memory pools serve devices 0 to {}", device,
-                                max_pool_devices - 1));
-  if (cudaMemPool_t p = pools[device].load(std::memory_order_acquire)) return p;
-  std::lock_guard lock(creating);
-  if (cudaMemPool_t p = pools[device].load(std::memory_order_relaxed)) return p;
+  std::lock_guard lock(mutex);
+  if (const auto it = pools.find({device, release_threshold}); it != pools.end()) return it->second;
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.location.type = cudaMemLocationTypeDevice;
@@ -71,11 +65,15 @@ cudaMemPool_t owned_pool(std::uint64_t release_threshold) {
   cudaMemPool_t p = nullptr;
   check(cudaMemPoolCreate(&p, &props), "cudaMemPoolCreate", "(memory pool)");
   std::uint64_t threshold = release_threshold;
-  check(cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &threshold), "cudaMemPoolSetAttribute",
-        "(memory pool)");
-  pools[device].store(p, std::memory_order_release);
+  if (const cudaError_t e = cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &threshold); e != cudaSuccess) {
+    cudaMemPoolDestroy(p);
+    throw_cuda_error(e, "cudaMemPoolSetAttribute", "(memory pool)");
+  }
+  pools.emplace(std::pair{device, release_threshold}, p);
   return p;
 }
+
+namespace {
 
 // The route reports failures in its fixed format; the reason carries CUDA's words, and out of
 // memory is its own error with the required bytes.
@@ -89,7 +87,7 @@ cudaMemPool_t owned_pool(std::uint64_t release_threshold) {
 
 }  // namespace
 
-void register_memory_backend(std::uint64_t pool_release_threshold) {
+void register_memory_backend() {
   static std::once_flag once;
   std::call_once(once, [&] {
     DeviceMemoryBackend b;
@@ -102,9 +100,9 @@ void register_memory_backend(std::uint64_t pool_release_threshold) {
       return p;  // cudaMalloc aligns to at least 256 bytes
     };
     b.free = [](void* p, std::size_t) { cudaFree(p); };
-    b.allocate_async = [pool_release_threshold](std::size_t bytes, void* stream) -> void* {
+    b.allocate_async = [](std::size_t bytes, void* stream, std::uint64_t release_threshold) -> void* {
       void* p = nullptr;
-      if (cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, owned_pool(pool_release_threshold),
+      if (cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, static_cast<cudaMemPool_t>(owned_pool(release_threshold)),
                                                   static_cast<cudaStream_t>(stream));
           e != cudaSuccess)
         allocation_failed(e, "cudaMallocFromPoolAsync", bytes);

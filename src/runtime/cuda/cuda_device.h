@@ -21,9 +21,14 @@ std::string device_arch_or(const std::string& fallback);
 void check(int status, const char* call, const std::string& program);
 [[noreturn]] void throw_cuda_error(int status, const char* call, const std::string& program);
 
-// Registers cudaMalloc/cudaFree and cudaMallocAsync/cudaFreeAsync from a memory pool fieldflow
-// creates and owns (never the device's default pool) as the allocation route's CUDA backend.
-// Idempotent; the first call's release threshold (bytes the pool keeps cached) applies.
-void register_memory_backend(std::uint64_t pool_release_threshold);
+// Registers cudaMalloc/cudaFree and cudaMallocAsync/cudaFreeAsync from memory pools fieldflow
+// creates and owns (never the device's default pool) as the allocation route's CUDA backend: the
+// pool of an allocation is the one of the program's release threshold
+// (CompileOptions::cuda_pool_release_threshold). Idempotent.
+void register_memory_backend();
+
+// The pool (a cudaMemPool_t) that pool mode allocates from on the current device for
+// `release_threshold`, created with that threshold on first use. Throws CudaError as check does.
+void* owned_pool(std::uint64_t release_threshold);
 
 }  // namespace fieldflow::runtime::cuda
