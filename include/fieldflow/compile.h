@@ -41,7 +41,7 @@ struct CompileOptions {
   // this instance (a cudaStream_t); null: the instance creates and owns a non-blocking stream
   // (never the legacy default stream).
   void* cuda_stream = nullptr;
-  std::string cuda_arch;  // "sm_90", ...; empty: the device's, else sm_90
+  std::string cuda_arch;  // "sm_90", "sm_90a", ...; empty: the device's, else sm_90; else OptionError
   // Bytes fieldflow's own device pool (pool mode) keeps cached instead of returning them to the
   // driver: the default keeps everything, so steady-state calls make no system allocation.
   std::uint64_t cuda_pool_release_threshold = UINT64_MAX;

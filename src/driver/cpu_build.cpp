@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
+#include <cctype>
+#include <string_view>
 
 #include "codegen/cpu/generate_cpu.h"
 #include "driver/build_identity.h"
@@ -32,6 +35,14 @@ void check_buffer_dims(const ir::Schedule& s) {
 }
 }  // namespace
 
+bool is_cuda_arch(const std::string& arch) {
+  // sm_ and two digits at least (sm_90, sm_100), then at most one of NVRTC's suffixes.
+  std::size_t digits = 0;
+  while (3 + digits < arch.size() && std::isdigit(static_cast<unsigned char>(arch[3 + digits]))) ++digits;
+  const std::string_view rest = std::string_view(arch).substr(std::min(arch.size(), 3 + digits));
+  return arch.rfind("sm_", 0) == 0 && digits >= 2 && (rest.empty() || rest == "a" || rest == "f");
+}
+
 std::string check_options(const ir::Program& program, const CompileOptions& options) {
   (void)options.memory.resolved_mode();
   if (static_cast<unsigned>(options.backend) > static_cast<unsigned>(Backend::cuda))
@@ -46,6 +57,12 @@ std::string check_options(const ir::Program& program, const CompileOptions& opti
   if (options.parallel_threshold < 0)
     throw OptionError(fmt::format("program '{}': parallel_threshold must be >= 0 points (0: always parallel), given {}",
                                   program.name, options.parallel_threshold));
+  // NVRTC's machine code for one architecture (a cubin): compute_XY (PTX) and misspellings would
+  // otherwise fail later, on a GPU machine only, with NVRTC's or the driver's words.
+  if (const std::string& a = options.cuda_arch; !a.empty() && !is_cuda_arch(a))
+    throw OptionError(fmt::format("program '{}': cuda_arch '{}' is not a GPU architecture: expected sm_<major><minor> "
+                                  "such as sm_90 (H100/H200), optionally with the suffix a or f, or empty for the "
+                                  "device's own", program.name, a));
   ir::verify(program);
   std::string static_key;
   for (const auto& [name, value] : options.static_scalars) {

@@ -15,6 +15,8 @@ namespace fieldflow::driver {
 // Returns the static scalars as canonical text, "name=value;" per scalar in name order, each value
 // cast to its parameter's dtype: equal texts mean equal folded programs.
 std::string check_options(const ir::Program& program, const CompileOptions& options);
+// Whether `arch` names one GPU architecture NVRTC makes machine code for: sm_90, sm_90a, sm_100f.
+bool is_cuda_arch(const std::string& arch);
 
 // The layout options compile for: theirs, else the backend's default.
 inline Layout layout_of(const CompileOptions& options) {

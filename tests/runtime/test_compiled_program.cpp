@@ -3,6 +3,8 @@
 // and absurd sizes are a typed error instead of a wrapped byte count.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -143,6 +145,16 @@ TEST(CompiledProgram, EnumOptionsOutOfRangeAreRejectedAtCompileTime) {
   CompileOptions threshold;
   threshold.parallel_threshold = -1;
   expect_option_error(threshold, "parallel_threshold must be >= 0");
+  for (const char* arch : {"compute_90", "sm90", "sm_9", "sm_90b", "sm_", "SM_90", " sm_90"}) {
+    CompileOptions o;
+    o.cuda_arch = arch;
+    expect_option_error(o, fmt::format("cuda_arch '{}' is not a GPU architecture: expected sm_<major><minor>", arch));
+  }
+  for (const char* arch : {"sm_90", "sm_90a", "sm_100f", "sm_120"}) {
+    CompileOptions o = testing_support::cpu_options();
+    o.cuda_arch = arch;
+    EXPECT_NO_THROW(compile(program, o)) << arch;
+  }
 }
 
 TEST(CompiledProgram, AbsurdSizesAreATypedErrorNotAWrappedByteCount) {
