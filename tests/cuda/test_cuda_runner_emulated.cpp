@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <cstring>
@@ -553,6 +554,90 @@ TEST_F(EmulatedRunner, APerCallStreamCarriesTheCallsWork) {
   emulator_.forget_calls();
   (*p.program)(args);
   for (cudaStream_t s : emulator_.launch_streams) EXPECT_EQ(s, owned_stream);
+}
+
+// Every call ends with its stream synchronised, so a program going away waits only on the stream
+// it owns: a stream the host lent it (CompileOptions::cuda_stream), perhaps destroyed first, is not
+// touched.
+TEST_F(EmulatedRunner, AProgramGoingAwayLeavesALentStreamAlone) {
+  const auto& ex = examples::example("hdiff");
+  auto inst = ex.make_instance({30, 8, 5}, Layout::horizontal_fastest, 2);
+  const auto lent = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x7778});
+  for (const bool lend : {true, false}) {
+    SCOPED_TRACE(lend ? "a lent stream" : "its own stream");
+    CompileOptions o;
+    o.cuda_stream = lend ? lent : nullptr;
+    std::optional<EmulatedProgram> p(testing_support::compile_with_emulated_runtime(emulator_, ex.program, o));
+    (*p->program)(inst.arguments());
+    emulator_.forget_calls();
+    p.reset();
+    EXPECT_EQ(emulator_.synced_streams, lend ? std::vector<cudaStream_t>{} : std::vector<cudaStream_t>{owned_stream});
+  }
+}
+
+// A call that fails after enqueuing work (here a launch CUDA refuses, after the copies in) waits
+// for that work before it returns, so the caller may free or hand on its memory, and trusts
+// nothing it left: the next call copies the tables again and clears the error flag, and equals
+// the reference.
+TEST_F(EmulatedRunner, ACallThatFailsMidwayWaitsForItsWorkAndTheNextTrustsNothingItLeft) {
+  auto count_copies = [&](std::size_t bytes) {
+    return std::count_if(emulator_.copies.begin(), emulator_.copies.end(),
+                         [&](const auto& c) { return !c.from_device && c.to_device && c.bytes == bytes; });
+  };
+  // Returns the copies of `bytes` into the device of a call in steady state (before the failure).
+  auto fail_once = [&](const std::function<void()>& call, std::size_t bytes) {
+    call();
+    emulator_.forget_calls();
+    call();
+    const auto steady = count_copies(bytes);
+    emulator_.forget_calls();
+    emulator_.launch_result = cudaErrorLaunchFailure;
+    EXPECT_THROW(call(), CudaError);
+    EXPECT_GE(emulator_.syncs, 1) << "the failed call waited for what it had enqueued";
+    emulator_.launch_result = cudaSuccess;
+    emulator_.forget_calls();
+    call();
+    return steady;
+  };
+  {  // tables
+    EmulatedProgram p = make(testing_support::edge_mean_program(), TransientMemoryMode::pool);
+    const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+    std::int32_t e2v[6] = {0, 1, 1, 2, 2, 0};
+    std::vector<double> v = {10, 20, 40}, e(3, -1.0);
+    Field fvv = Field::view(v.data(), {Vertex}, DType::float64, {3}, {1});
+    Field fev = Field::view(e.data(), {Edge}, DType::float64, {3}, {1});
+    const NeighborTable table = NeighborTable::view("E2V", "Edge", "Vertex", 3, 3, 2, e2v, 2, 1);
+    // The fields fv and fe, host memory, are copied in on every call; they have the table's bytes.
+    const auto steady = fail_once(
+        [&] { (*p.program)(Arguments().field("fv", fvv).field("fe", fev).connectivity("E2V", table).scalar("ne", 3)); },
+        sizeof e2v);
+    EXPECT_EQ(count_copies(sizeof e2v), steady + 1) << "the table is copied again";
+    EXPECT_EQ(e, (std::vector<double>{15, 30, 25}));
+  }
+  {  // the error flag
+    const std::int64_t n = 40, levels = 3;
+    const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+    auto field = [&](DType t) { return Field({I, K}, t, {n, levels}, {}, Layout::horizontal_fastest); };
+    Field a = field(DType::float64), off = field(DType::int32), o = field(DType::float64);
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t k = 0; k < levels; ++k) {
+        a.at<double>({i, k}) = static_cast<double>(3 * i - k);
+        off.at<std::int32_t>({i, k}) = i + 1 < n ? 1 : 0;
+      }
+    o.fill(0.0);
+    Field want = o.clone();
+    const ir::Program program = gather_program();
+    auto arguments = [&](Field& fo) {
+      Arguments args;
+      args.field("a", a).field("off", off).field("o", fo).scalar("ni", static_cast<std::int32_t>(n));
+      return args.scalar("nk", static_cast<std::int32_t>(levels));
+    };
+    run_reference(program, arguments(want));
+    EmulatedProgram p = make(program, TransientMemoryMode::pool);
+    EXPECT_EQ(fail_once([&] { (*p.program)(arguments(o)); }, sizeof(std::int32_t)), 0);
+    EXPECT_EQ(count_copies(sizeof(std::int32_t)), 1) << "the error flag is cleared";
+    EXPECT_TRUE(same_bits(want, o, "o"));
+  }
 }
 
 // The device keeps a copy of each neighbour table, made again only when a call gives another

@@ -40,7 +40,7 @@ struct Emulator {
     bool from_device, to_device;
   };
   std::vector<Copy> copies;
-  std::vector<cudaStream_t> launch_streams, copy_streams;
+  std::vector<cudaStream_t> launch_streams, copy_streams, synced_streams;
   struct Piece {
     unsigned grid_y, grid_z;
     std::int64_t y0, z0;
@@ -80,6 +80,7 @@ struct Emulator {
     launch_pieces.clear();
     launched.clear();
     copy_streams.clear();
+    synced_streams.clear();
     syncs = 0;
     pointer_queries = 0;
   }
@@ -110,8 +111,9 @@ inline const runtime::cuda::CudaApi emulated_api{
       return cudaSuccess;
     },
     [](cudaStream_t) { return cudaSuccess; },
-    [](cudaStream_t) {
+    [](cudaStream_t s) {
       ++emulator->syncs;
+      if (emulator->record) emulator->synced_streams.push_back(s);
       return cudaSuccess;
     },
     [](void* to, const void* from, std::size_t bytes, cudaStream_t s) {

@@ -100,8 +100,10 @@ class CudaRunner final : public DeviceRunner {
     }
   }
 
+  // Every call ends with its stream synchronised, a failed one too (run), so nothing of this
+  // runner's is pending here: a stream the host lent (and may have destroyed first) is not touched.
   ~CudaRunner() override {
-    if (stream_) api_.stream_synchronize(stream_);
+    if (owns_stream_) api_.stream_synchronize(stream_);
     for (std::size_t i = 0; i < field_copies_.size(); ++i) field_copies_[i].release(label("field", i));
     for (std::size_t i = 0; i < table_copies_.size(); ++i) table_copies_[i].release(label("table", i));
     for (std::size_t i = 0; i < saved_outputs_.size(); ++i) saved_outputs_[i].release(label("saved output", i));
@@ -125,10 +127,28 @@ class CudaRunner final : public DeviceRunner {
   }
 
   std::int32_t run(const ff_call& c, const DeviceCall& call) override {
+    cudaStream_t stream = call.stream ? static_cast<cudaStream_t>(call.stream) : stream_;
+    try {
+      return run_on(stream, c, call);
+    } catch (...) {
+      // A call that failed after enqueuing work (a copy, a launch of a later piece, device memory
+      // running out) waits for that work before its memory is given back or reused: the caller
+      // frees scoped transients and hands an external workspace on when this returns. What the
+      // work may have left behind is not trusted: the error flag is cleared and the tables are
+      // copied again by the next call. Failures of the wait itself are CUDA's sticky errors,
+      // which the next call reports.
+      api_.stream_synchronize(stream);
+      last_error_ = -1;
+      std::fill(copied_tables_.begin(), copied_tables_.end(), CopiedTable{});
+      throw;
+    }
+  }
+
+ private:
+  std::int32_t run_on(cudaStream_t stream, const ff_call& c, const DeviceCall& call) {
     const std::string& p = o_.program;
     const std::vector<ArgumentSpan>& fields = *call.fields;
     const std::vector<ArgumentSpan>& tables = *call.tables;
-    cudaStream_t stream = call.stream ? static_cast<cudaStream_t>(call.stream) : stream_;
     check_field_memory(fields, *call.names);
     field_copies_.resize(fields.size());
     saved_outputs_.resize(fields.size());
@@ -223,7 +243,6 @@ class CudaRunner final : public DeviceRunner {
     return error;
   }
 
- private:
   // Loads the image, finds every kernel and makes the image resident now (cudaFuncGetAttributes:
   // an image for another architecture fails here with CUDA's reason), checks each launch's block
   // against what the compiled kernel allows, and takes or creates the stream.
@@ -325,7 +344,7 @@ class CudaRunner final : public DeviceRunner {
     bool operator==(const CopiedTable&) const = default;
   };
   std::vector<CopiedTable> copied_tables_;
-  std::int32_t last_error_ = 0;      // the flags the last call's kernels raised
+  std::int32_t last_error_ = 0;      // the flags the last call's kernels raised (-1: it failed, unknown)
   bool can_fail_ = false;            // a kernel checks reads while running
   std::int64_t max_shift_ = 0;       // the largest constant offset of the kernels' accesses
 };
