@@ -38,8 +38,8 @@ struct CompileOptions {
   // entry. Calls still pass these scalars; a different value is an ArgumentError.
   std::map<std::string, Scalar> static_scalars;
   // cuda backend (docs/cuda.md). The stream of every launch, copy and stream-ordered allocation of
-  // this instance (a cudaStream_t); null: the instance creates and owns a non-blocking stream
-  // (never the legacy default stream).
+  // this instance (a cudaStream_t); null: the instance creates and owns a stream, not the legacy
+  // default stream but ordered after the work issued on it (docs/cuda.md, Streams).
   void* cuda_stream = nullptr;
   std::string cuda_arch;  // "sm_90", "sm_90a", ...; empty: the device's, else sm_90; else OptionError
   // Bytes fieldflow's own device pool (pool mode) keeps cached instead of returning them to the

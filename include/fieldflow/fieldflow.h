@@ -240,7 +240,8 @@ ff_status ff_program_memory_stats(const ff_program* program, ff_memory_stats* st
  * synchronises its stream before returning. */
 ff_status ff_program_run(ff_program* program);
 /* FF_BACKEND_CUDA handles: the stream (a cudaStream_t) of the following runs' launches, copies and
- * stream-ordered allocations; NULL: the handle's own non-blocking stream. FF_ERROR_OPTION for a
+ * stream-ordered allocations; NULL: the handle's own stream (ordered after the legacy default
+ * stream's work, docs/cuda.md). FF_ERROR_OPTION for a
  * non-NULL stream on a handle of another backend. */
 ff_status ff_program_set_cuda_stream(ff_program* program, void* stream);
 

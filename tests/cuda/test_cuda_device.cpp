@@ -9,6 +9,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "driver/cuda_build.h"
 #include "fieldflow/device_errors.h"
 #include "fieldflow/aot.h"
@@ -331,8 +334,8 @@ struct DeviceFields {
       EXPECT_EQ(cudaMemcpy(b->p, f.data(), f.span_bytes(), cudaMemcpyHostToDevice), cudaSuccess);
       views.emplace(name, Field::view(b->p, f.dims(), f.dtype(), f.shape(), f.strides(), f.origin(), Device::cuda));
     }
-    // cudaMemcpy from pageable memory may return before its DMA ends, and the programs' streams
-    // are non-blocking (not ordered after the legacy default stream): wait for the uploads.
+    // cudaMemcpy from pageable memory may return before its DMA ends, and the streams some tests
+    // give are non-blocking (not ordered after the legacy default stream): wait for the uploads.
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const Arguments host_args = inst.arguments();
     for (const auto& e : host_args.entries()) {
@@ -530,6 +533,34 @@ TEST(CudaDevice, FieldsWhoseOffsetsPass32BitsEqualTheReference) {
       }
     }
   }
+}
+
+// A program's own stream is ordered after the work issued on the legacy default stream (what
+// cudaMemcpy, CuPy's and PyTorch's default streams and DLPack's stream=None order by): inputs
+// overwritten there, behind a long memset, are read as overwritten by a call issued at once.
+TEST(CudaDevice, AProgramsOwnStreamIsOrderedAfterTheLegacyDefaultStream) {
+  REQUIRE_DEVICE();
+  const auto& ex = examples::example("laplacian");
+  CompiledProgram prog = compile(ex.program, cuda_options(TransientMemoryMode::pool));
+  auto ref = ex.make_instance({512, 512, 64}, Layout::horizontal_fastest, 3);
+  auto gpu = ex.make_instance({512, 512, 64}, Layout::horizontal_fastest, 3);
+  DeviceFields device(gpu);
+  const auto is_output = [&](const std::string& name) {
+    return std::find(ref.outputs.begin(), ref.outputs.end(), name) != ref.outputs.end();
+  };
+  DeviceBuffer busy(std::size_t{1} << 31);  // about a millisecond of the legacy stream's time
+  for (int repeat = 0; repeat < 4; ++repeat) {
+    ASSERT_EQ(cudaMemsetAsync(busy.p, repeat, busy.bytes, cudaStreamLegacy), cudaSuccess);
+    for (auto& [name, f] : ref.fields)
+      if (!is_output(name)) {
+        std::memset(f.data(), 0, f.span_bytes());
+        ASSERT_EQ(cudaMemsetAsync(device.buffers.at(name)->p, 0, f.span_bytes(), cudaStreamLegacy), cudaSuccess);
+      }
+    prog(device.args);  // no synchronisation in between
+  }
+  run_reference(ex.program, ref.arguments());
+  device.copy_back(gpu);
+  for (auto& [name, field] : ref.fields) EXPECT_TRUE(same_bits(field, gpu.fields.at(name), name));
 }
 
 TEST(CudaDevice, PerCallStreams) {

@@ -69,7 +69,7 @@ const CudaApi& cuda_runtime_api() {
       },
       [](cudaLibrary_t l) { return cudaLibraryUnload(l); },
       [](cudaKernel_t* k, cudaLibrary_t l, const char* symbol) { return cudaLibraryGetKernel(k, l, symbol); },
-      [](cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); },
+      [](cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); },
       [](cudaStream_t s) { return cudaStreamDestroy(s); },
       [](cudaStream_t s) { return cudaStreamSynchronize(s); },
       [](void* to, const void* from, std::size_t bytes, cudaStream_t s) {
@@ -275,7 +275,11 @@ class CudaRunner final : public DeviceRunner {
     if (o_.stream) {
       stream_ = static_cast<cudaStream_t>(o_.stream);
     } else {
-      // Non-blocking: never synchronises with the legacy default stream.
+      // Not the legacy default stream (which would order the call after every thread's work), but
+      // a blocking one, ordered after what was issued on the legacy default stream: what
+      // cudaMemcpy, the default streams of CuPy and PyTorch and DLPack's stream=None (Python's
+      // device arrays) order their work by. A host whose calls should overlap with other work
+      // passes its own stream (non-blocking, say).
       check(api_.stream_create(&stream_), "cudaStreamCreateWithFlags", p);
       owns_stream_ = true;
     }

@@ -22,7 +22,7 @@ struct CudaApi {
   cudaError_t (*library_load)(cudaLibrary_t* library, const std::string& image);
   cudaError_t (*library_unload)(cudaLibrary_t library);
   cudaError_t (*get_kernel)(cudaKernel_t* kernel, cudaLibrary_t library, const char* symbol);
-  cudaError_t (*stream_create)(cudaStream_t* stream);  // non-blocking
+  cudaError_t (*stream_create)(cudaStream_t* stream);  // blocking: ordered with the legacy default stream
   cudaError_t (*stream_destroy)(cudaStream_t stream);
   cudaError_t (*stream_synchronize)(cudaStream_t stream);
   cudaError_t (*memcpy_async)(void* to, const void* from, std::size_t bytes, cudaStream_t stream);  // cudaMemcpyDefault
@@ -42,7 +42,7 @@ struct CudaRunnerOptions {
   std::size_t buffers = 0;                    // ff_call::buffers entries: parameters, then transients
   std::size_t kernels = 0;                    // ff_call::domains entries: one per schedule kernel (some
                                               // run inside another's launch: fuse_scan_consumers)
-  void* stream = nullptr;                     // nullptr: the runner creates and owns a non-blocking stream
+  void* stream = nullptr;                     // nullptr: the runner creates and owns a (blocking) stream
   const CudaApi* api = nullptr;               // nullptr: cuda_runtime_api()
 };
 
