@@ -83,7 +83,8 @@ class CompiledProgram {
 
   // Memory needed for given sizes, per device, before any call (to size a shared workspace).
   std::vector<WorkspaceRequirement> workspace_requirements(const SizeMap& sizes) const;
-  // Installs persistent / external memory for these sizes now instead of at the first call.
+  // Installs persistent / external memory for these sizes now instead of at the first call. A cuda
+  // program: from a thread whose current device is the program's (else ArgumentError, as a call).
   void prepare(const SizeMap& sizes);
   // Replaces the caller-owned workspace of one device (mode external without an allocator), e.g.
   // with a buffer sized by workspace_requirements after compiling; validated and installed at the

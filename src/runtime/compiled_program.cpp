@@ -570,7 +570,12 @@ std::vector<WorkspaceRequirement> CompiledProgram::workspace_requirements(const 
   return impl_->plan_for(sizes).requirements;
 }
 
-void CompiledProgram::prepare(const SizeMap& sizes) { impl_->memory->prepare(impl_->plan_for(sizes).requirements); }
+void CompiledProgram::prepare(const SizeMap& sizes) {
+  // Persistent and external memory is obtained now, on the calling thread's current device,
+  // which must be the program's (as for a call).
+  if (impl_->image.device) impl_->image.device->check_caller();
+  impl_->memory->prepare(impl_->plan_for(sizes).requirements);
+}
 void CompiledProgram::set_external_workspace(Device device, Workspace workspace) {
   impl_->memory->set_external_workspace(device, std::move(workspace));
 }

@@ -520,6 +520,7 @@ TEST_F(EmulatedRunner, ACallFromAnotherCurrentDeviceIsRefused) {
   auto inst = ex.make_instance({20, 10, 4}, Layout::horizontal_fastest, 2);
   EmulatedDeviceFields d(emulator_, inst);
   (*p.program)(d.args);
+  EmulatedProgram persistent = make(ex.program, TransientMemoryMode::persistent);
   emulator_.current_device = 1;
   emulator_.forget_calls();
   testing::EventLog log;
@@ -535,7 +536,12 @@ TEST_F(EmulatedRunner, ACallFromAnotherCurrentDeviceIsRefused) {
   EXPECT_TRUE(emulator_.launch_streams.empty()) << "nothing ran";
   EXPECT_TRUE(emulator_.copies.empty()) << "nothing was copied";
   EXPECT_TRUE(log.events().empty()) << "memory was obtained for a refused call";
+  // Memory obtained ahead of the calls (prepare) would be memory of the other device too.
+  EXPECT_THROW(persistent.program->prepare(size_symbols(ex.program, d.args)), ArgumentError);
+  EXPECT_TRUE(log.events().empty()) << "memory was obtained on the wrong device";
   emulator_.current_device = 0;
+  persistent.program->prepare(size_symbols(ex.program, d.args));
+  EXPECT_FALSE(log.events().empty());
   (*p.program)(d.args);
   EXPECT_FALSE(emulator_.launch_streams.empty());
 }
