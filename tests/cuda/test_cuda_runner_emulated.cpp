@@ -562,6 +562,42 @@ TEST_F(EmulatedRunner, APerCallStreamCarriesTheCallsWork) {
   for (cudaStream_t s : emulator_.launch_streams) EXPECT_EQ(s, owned_stream);
 }
 
+// A stream of another device, given per call or per instance, is refused before anything runs,
+// naming both devices; a per-call stream is asked about only when it changes.
+TEST_F(EmulatedRunner, AStreamOfAnotherDeviceIsRefused) {
+  const auto& ex = examples::example("hdiff");
+  auto inst = ex.make_instance({30, 8, 5}, Layout::horizontal_fastest, 2);
+  const auto given = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x7779});
+  EmulatedProgram p = make(ex.program);
+  (*p.program)(inst.arguments(), CallOptions{given});
+  emulator_.device_of_streams = 1;
+  (*p.program)(inst.arguments(), CallOptions{given});  // checked already: not asked again
+  const auto other = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x777a});
+  emulator_.forget_calls();
+  try {
+    (*p.program)(inst.arguments(), CallOptions{other});
+    ADD_FAILURE() << "a stream of device 1 was used by a program of device 0";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("program 'hdiff' runs on cuda device 0, but the call's stream "
+                                         "(CallOptions::cuda_stream) belongs to device 1"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(emulator_.launch_streams.empty() && emulator_.copies.empty()) << "nothing ran";
+  CompileOptions o;
+  o.cuda_stream = other;
+  try {
+    testing_support::compile_with_emulated_runtime(emulator_, ex.program, o);
+    ADD_FAILURE() << "an instance stream of device 1 was accepted";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("but the instance's stream (CompileOptions::cuda_stream) belongs to device 1"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(emulator_.libraries, 1) << "the refused program's image was unloaded";
+  emulator_.device_of_streams = 0;
+}
+
 // Every call ends with its stream synchronised, so a program going away waits only on the stream
 // it owns: a stream the host lent it (CompileOptions::cuda_stream), perhaps destroyed first, is not
 // touched.

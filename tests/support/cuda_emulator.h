@@ -53,6 +53,7 @@ struct Emulator {
   int syncs = 0;
   int pointer_queries = 0;           // cudaPointerGetAttributes calls
   int device_of_memory = 0;          // the device its device memory says it belongs to
+  int device_of_streams = 0;         // what cudaStreamGetDevice answers
   cudaError_t launch_result = cudaSuccess;  // what cudaLaunchKernel answers (without running)
   cudaError_t attributes_result = cudaSuccess;  // what cudaFuncGetAttributes answers (an image it cannot load)
   int max_threads_per_block = 1024;  // what cudaFuncGetAttributes says a kernel allows
@@ -114,6 +115,10 @@ inline const runtime::cuda::CudaApi emulated_api{
     [](cudaStream_t s) {
       ++emulator->syncs;
       if (emulator->record) emulator->synced_streams.push_back(s);
+      return cudaSuccess;
+    },
+    [](cudaStream_t, int* device) {
+      *device = emulator->device_of_streams;
       return cudaSuccess;
     },
     [](void* to, const void* from, std::size_t bytes, cudaStream_t s) {

@@ -72,6 +72,7 @@ const CudaApi& cuda_runtime_api() {
       [](cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); },
       [](cudaStream_t s) { return cudaStreamDestroy(s); },
       [](cudaStream_t s) { return cudaStreamSynchronize(s); },
+      [](cudaStream_t s, int* device) { return cudaStreamGetDevice(s, device); },
       [](void* to, const void* from, std::size_t bytes, cudaStream_t s) {
         return cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, s);
       },
@@ -149,6 +150,10 @@ class CudaRunner final : public DeviceRunner {
     const std::string& p = o_.program;
     const std::vector<ArgumentSpan>& fields = *call.fields;
     const std::vector<ArgumentSpan>& tables = *call.tables;
+    if (call.stream && call.stream != checked_call_stream_) {
+      check_stream(stream, "the call's stream (CallOptions::cuda_stream)");
+      checked_call_stream_ = call.stream;
+    }
     check_field_memory(fields, *call.names);
     field_copies_.resize(fields.size());
     saved_outputs_.resize(fields.size());
@@ -274,6 +279,7 @@ class CudaRunner final : public DeviceRunner {
     }
     if (o_.stream) {
       stream_ = static_cast<cudaStream_t>(o_.stream);
+      check_stream(stream_, "the instance's stream (CompileOptions::cuda_stream)");
     } else {
       // Not the legacy default stream (which would order the call after every thread's work), but
       // a blocking one, ordered after what was issued on the legacy default stream: what
@@ -283,6 +289,16 @@ class CudaRunner final : public DeviceRunner {
       check(api_.stream_create(&stream_), "cudaStreamCreateWithFlags", p);
       owns_stream_ = true;
     }
+  }
+
+  // A stream of another device than the program's would fail at the first copy or launch with
+  // CUDA's words only (an invalid handle): refused before anything runs, naming both devices.
+  void check_stream(cudaStream_t stream, const char* what) const {
+    int device = -1;
+    check(api_.stream_device(stream, &device), "cudaStreamGetDevice", o_.program);
+    if (device != device_)
+      throw ArgumentError(fmt::format("program '{}' runs on cuda device {}, but {} belongs to device {}", o_.program,
+                                      device_, what, device));
   }
 
   std::string label(const char* what, std::size_t i) const { return fmt::format("{} ({} {} device copy)", o_.program, what, i); }
@@ -333,6 +349,7 @@ class CudaRunner final : public DeviceRunner {
   std::vector<cudaKernel_t> narrow_kernels_;  // and 32-bit (CudaLaunch::narrow_symbol)
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
+  void* checked_call_stream_ = nullptr;  // the last per-call stream found to be of this device
   std::vector<DeviceBlock> field_copies_, saved_outputs_, table_copies_;
   DeviceBlock error_flag_;            // kernels that check reads: where they report (ff_error)
   static constexpr std::int32_t no_error_ = 0;

@@ -25,6 +25,7 @@ struct CudaApi {
   cudaError_t (*stream_create)(cudaStream_t* stream);  // blocking: ordered with the legacy default stream
   cudaError_t (*stream_destroy)(cudaStream_t stream);
   cudaError_t (*stream_synchronize)(cudaStream_t stream);
+  cudaError_t (*stream_device)(cudaStream_t stream, int* device);  // cudaStreamGetDevice
   cudaError_t (*memcpy_async)(void* to, const void* from, std::size_t bytes, cudaStream_t stream);  // cudaMemcpyDefault
   cudaError_t (*launch)(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, cudaStream_t stream);
   cudaError_t (*get_device)(int* device);
