@@ -562,6 +562,24 @@ TEST_F(EmulatedRunner, APerCallStreamCarriesTheCallsWork) {
   for (cudaStream_t s : emulator_.launch_streams) EXPECT_EQ(s, owned_stream);
 }
 
+// The device tests of transient memory (tests/cuda/test_cuda_device.cpp: allocator, workspaces,
+// pools, streams) run vadv because its GPU schedule keeps transients; hdiff's are inlined. Checked
+// here, without a device, so that a pipeline change that inlines vadv's too is noticed before a
+// GPU session spends its minutes on tests that lost their subject.
+TEST(DeviceTestSubjects, VadvKeepsTransientsOnTheGpu) {
+  for (const Layout layout : {Layout::horizontal_fastest, Layout::vertical_fastest})
+    for (const TransientMemoryMode mode : {TransientMemoryMode::pool, TransientMemoryMode::external}) {
+      SCOPED_TRACE(fmt::format("{}, {}", to_string(layout), to_string(mode)));
+      CompileOptions o;
+      o.backend = Backend::cuda;
+      o.layout = layout;
+      o.memory.mode = mode;
+      if (mode == TransientMemoryMode::external)
+        o.memory.external_memory_allocator = [](const AllocationRequest&) -> Workspace { return {}; };
+      EXPECT_FALSE(driver::build_cuda_source(examples::example("vadv").program, o).schedule.transients.empty());
+    }
+}
+
 // A stream of another device, given per call or per instance, is refused before anything runs,
 // naming both devices; a per-call stream is asked about only when it changes.
 TEST_F(EmulatedRunner, AStreamOfAnotherDeviceIsRefused) {
