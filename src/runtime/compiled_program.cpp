@@ -132,6 +132,10 @@ CompiledProgram::Impl::Impl(Image img) : image(std::move(img)) {
   num_threads = image.options.num_threads > 0 ? image.options.num_threads : omp_get_max_threads();
   memory = std::make_unique<runtime::TransientMemory>(image.program.name, image.options.memory,
                                                        image.options.cuda_pool_release_threshold);
+  // Caller memory for the device's transients must be memory its kernels can use (the runner
+  // asks the device runtime; the runner outlives `memory`, declared after `image`).
+  if (const runtime::DeviceRunner* runner = image.device.get())
+    memory->set_memory_check(Device::cuda, [runner](const void* p) { return runner->memory_problem(p); });
   if (compiled()) {
     run = image.entry;
     const std::size_t n = image.program.params.size();

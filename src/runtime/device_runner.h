@@ -47,6 +47,15 @@ class DeviceRunner {
   // Called before the call's transient memory is obtained: throws when the call cannot run from
   // the calling thread (cuda: its current device is not the one the program was created on).
   virtual void check_caller() const {}
+  // Whether the device's kernels can use the memory at `pointer`, which the caller gave for the
+  // program's transients (an external workspace, an allocator's block): "" when they can, else
+  // what the memory is and what they need. Asked when such memory is installed, before anything
+  // runs: a kernel given host memory faults, and on a GPU the fault is sticky (every later CUDA
+  // call of the process fails).
+  virtual std::string memory_problem(const void* pointer) const {
+    (void)pointer;
+    return {};
+  }
   // Runs the call's kernels in order on the call's stream; returns the ff_error flags the
   // kernels raised. Tables are the model's static mesh: copied to the device when a call gives
   // other ones (address or size) than the last, not on every call; a field's memory is checked

@@ -70,9 +70,11 @@ WorkspaceRegistry& workspace_registry() {
   return *r;
 }
 
-// Empty when `ws` can hold `need` on `d`, else why not. `what` names where the memory came from.
+// Empty when `ws` can hold `need` on `d`, else why not. `what` names where the memory came from;
+// `check` (when set) says whether the device can use the memory at all (set_memory_check).
 std::string workspace_problem(const std::string& program, Device d, std::size_t bytes, std::size_t alignment,
-                              const Workspace& ws, std::string_view what) {
+                              const Workspace& ws, std::string_view what,
+                              const TransientMemory::MemoryCheck* check) {
   if (ws.device != d)
     return fmt::format("program '{}' needs memory on device {}, but {} is on device {}", program, to_string(d),
                        what, to_string(ws.device));
@@ -85,6 +87,12 @@ std::string workspace_problem(const std::string& program, Device d, std::size_t 
   if (!aligned(ws.pointer, alignment))
     return fmt::format("program '{}': {} for device {} at {} is not aligned to {} bytes", program, what,
                        to_string(d), ws.pointer, alignment);
+  if (check != nullptr && *check) {
+    const std::string elsewhere = (*check)(ws.pointer);
+    if (!elsewhere.empty())
+      return fmt::format("program '{}': {} for device {} at {} is {}", program, what, to_string(d), ws.pointer,
+                         elsewhere);
+  }
   return {};
 }
 
@@ -287,6 +295,11 @@ void TransientMemory::set_external_workspace(Device device, Workspace workspace)
   release_instance();
 }
 
+void TransientMemory::set_memory_check(Device device, MemoryCheck check) {
+  memory_checks_[index(device)] = std::move(check);
+  checked_workspace_[index(device)] = nullptr;
+}
+
 void TransientMemory::ensure_installed(const Needs& needs, Lease* lease) {
   const bool caller_owned = mode_ == TransientMemoryMode::external && !options_.external_memory_allocator;
   if (caller_owned) {
@@ -358,8 +371,11 @@ void TransientMemory::check_caller_workspace(Device d, const Need& n) const {
         "(it has buffers for: {})",
         program_, n.bytes, to_string(d), to_string(d), have.empty() ? "none" : have));
   }
-  std::string problem = workspace_problem(program_, d, n.bytes, n.alignment, it->second, "the external workspace");
+  // The device runtime is asked about the memory once per address, not on every call.
+  const MemoryCheck* check = checked_workspace_[index(d)] == it->second.pointer ? nullptr : &memory_checks_[index(d)];
+  std::string problem = workspace_problem(program_, d, n.bytes, n.alignment, it->second, "the external workspace", check);
   if (!problem.empty()) throw WorkspaceError(problem);
+  if (check != nullptr && *check) checked_workspace_[index(d)] = it->second.pointer;
 }
 
 void TransientMemory::install_from_allocator(Device d, const Need& n) {
@@ -371,19 +387,30 @@ void TransientMemory::install_from_allocator(Device d, const Need& n) {
   emit_memory_event(MemoryEvent::Kind::allocator_call, d, n.bytes, program_);
   // Whatever the allocator throws reaches the caller unchanged; nothing has been installed.
   Workspace ws = options_.external_memory_allocator(request);
-  std::string problem =
-      workspace_problem(program_, d, n.bytes, n.alignment, ws, "the block returned by external_memory_allocator");
-  if (!problem.empty()) {
-    if (ws.release) {
-      // The block is rejected, so it is handed straight back; the rejection is the error to report.
-      try {
-        ws.release();
-      } catch (...) {
-      }
+  // A rejected block is handed straight back; the rejection (or the failure to examine the block)
+  // is the error to report.
+  const auto hand_back = [&]() noexcept {
+    if (!ws.release) return;
+    try {
+      ws.release();
+    } catch (...) {
+    }
+    {
       std::lock_guard lock(state_mutex_);
       stats_.release_actions += 1;
     }
-    if (ws.release) emit_memory_event(MemoryEvent::Kind::release, d, ws.bytes, program_);
+    emit_memory_event(MemoryEvent::Kind::release, d, ws.bytes, program_);
+  };
+  std::string problem;
+  try {
+    problem = workspace_problem(program_, d, n.bytes, n.alignment, ws, "the block returned by external_memory_allocator",
+                                &memory_checks_[index(d)]);
+  } catch (...) {
+    hand_back();
+    throw;
+  }
+  if (!problem.empty()) {
+    hand_back();
     throw WorkspaceError(problem);
   }
   {

@@ -685,8 +685,11 @@ TEST(CudaIndexing, FieldsWhoseOffsetsPass32BitsEqualTheReference) {
     const testing_support::ReferenceOutcome ref = testing_support::run_reference_on_copies(far->program, far->args);
     ASSERT_EQ(ref.error, nullptr);
     driver::compile_cuda_emulated(far->program, options_for(Layout::horizontal_fastest))(far->args);
-    for (const auto& [mine, theirs] : ref.pairs)
-      if (mine == &far->o) EXPECT_TRUE(same_bits(*theirs, *mine, "o"));  // a is strided: same_bits compares bytes
+    for (const auto& [mine, theirs] : ref.pairs) {
+      if (mine == &far->o) {
+        EXPECT_TRUE(same_bits(*theirs, *mine, "o"));  // a is strided: same_bits compares bytes
+      }
+    }
   }
 }
 

@@ -10,7 +10,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "driver/cuda_build.h"
 #include "fieldflow/device_errors.h"
@@ -209,6 +211,23 @@ TEST(CudaDeviceMemory, BadCallerWorkspacesAreRefusedBeforeRunning) {
   {  // misaligned
     CompiledProgram p = with({static_cast<char*>(buffer.p) + 64, need, Device::cuda, {}});
     EXPECT_THROW(p(args), WorkspaceError);
+  }
+  {  // host memory described as cuda memory, pageable or pinned: refused before a kernel faults on it
+    const std::size_t rounded = (need + 255) / 256 * 256;
+    std::unique_ptr<void, decltype(&std::free)> pageable(std::aligned_alloc(256, rounded), &std::free);
+    void* pinned = nullptr;
+    ASSERT_EQ(cudaMallocHost(&pinned, rounded), cudaSuccess);
+    for (void* host : {pageable.get(), pinned}) {
+      CompiledProgram p = with({host, rounded, Device::cuda, {}});
+      try {
+        p(args);
+        ADD_FAILURE() << "host memory was accepted as a cuda workspace";
+      } catch (const WorkspaceError& e) {
+        EXPECT_NE(std::string(e.what()).find(host == pinned ? "is pinned host memory" : "is host memory"),
+                  std::string::npos) << e.what();
+      }
+    }
+    cudaFreeHost(pinned);
   }
   {  // wrong device: a host buffer given for cuda
     std::vector<std::byte> host(need + 256);

@@ -7,13 +7,15 @@
 // cleared only after a call that raised and read only for kernels
 // that raise, one synchronisation per steady-state call, device outputs restored after an
 // in-kernel failure, memory that is not where a field says refused, per-call streams, an image the
-// device cannot run refused when the program is created, calls from another current device refused.
+// device cannot run refused when the program is created, calls from another current device refused,
+// caller memory for transients that is not the device's refused.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <optional>
@@ -560,6 +562,66 @@ TEST_F(EmulatedRunner, APerCallStreamCarriesTheCallsWork) {
   emulator_.forget_calls();
   (*p.program)(args);
   for (cudaStream_t s : emulator_.launch_streams) EXPECT_EQ(s, owned_stream);
+}
+
+// Caller memory for the device's transients that is not memory of the program's device (host
+// memory, another GPU's) is refused before anything runs, naming what it is: a kernel given host
+// memory faults, and on a GPU that fault is sticky (every later CUDA call of the process fails).
+// A workspace is asked about once per address; a rejected allocator block is handed back.
+TEST_F(EmulatedRunner, CallerMemoryThatIsNotTheDevicesIsRefusedBeforeAnythingRuns) {
+  using testing_support::error_of;
+  const auto& ex = examples::example("vadv");  // transients on the device
+  auto inst = ex.make_instance({20, 9, 4}, Layout::horizontal_fastest, 2);
+  EmulatedDeviceFields d(emulator_, inst);
+  EmulatedProgram probe = make(ex.program, TransientMemoryMode::pool);
+  const std::size_t need = probe.program->memory_plan(size_symbols(ex.program, d.args)).bytes_on(Device::cuda);
+  ASSERT_GT(need, 0u);
+  const std::size_t rounded = (need + 255) / 256 * 256;
+  std::unique_ptr<void, decltype(&std::free)> host(std::aligned_alloc(256, rounded), &std::free);
+
+  CompileOptions o;
+  o.memory.mode = TransientMemoryMode::external;
+  o.memory.external_workspace[Device::cuda] = Workspace{host.get(), rounded, Device::cuda, {}};
+  EmulatedProgram p = testing_support::compile_with_emulated_runtime(emulator_, ex.program, o);
+  emulator_.forget_calls();
+  std::string msg = error_of<WorkspaceError>([&] { (*p.program)(d.args); });
+  EXPECT_NE(msg.find("program 'vadv': the external workspace for device cuda at"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("is host memory, where the program's kernels run on cuda device 0 and need its memory"),
+            std::string::npos) << msg;
+  EXPECT_TRUE(emulator_.launch_streams.empty()) << "nothing ran";
+
+  // Another GPU's memory.
+  emulator_.add_device(host.get(), rounded);
+  emulator_.device_of_memory = 1;
+  msg = error_of<WorkspaceError>([&] { (*p.program)(d.args); });
+  EXPECT_NE(msg.find("is memory of cuda device 1, where the program's kernels run on cuda device 0"), std::string::npos)
+      << msg;
+  EXPECT_TRUE(emulator_.launch_streams.empty()) << "nothing ran";
+
+  // The device's own: the call runs, equal to the reference; the next asks nothing about it.
+  emulator_.device_of_memory = 0;
+  auto ref = ex.make_instance({20, 9, 4}, Layout::horizontal_fastest, 2);
+  run_reference(ex.program, ref.arguments());
+  (*p.program)(d.args);
+  d.copy_back(inst);
+  for (auto& [name, f] : ref.fields) EXPECT_TRUE(same_bits(f, inst.fields.at(name), name));
+  const int queries = emulator_.pointer_queries;
+  (*p.program)(d.args);
+  EXPECT_EQ(emulator_.pointer_queries, queries) << "the workspace was asked about again";
+  emulator_.remove_device(host.get());
+
+  // An allocator's block in host memory: refused, and handed back through its release action.
+  int releases = 0;
+  EmulatedProgram a = make(ex.program, TransientMemoryMode::external, [&](const AllocationRequest& r) {
+    return Workspace{host.get(), std::max(r.bytes, rounded), Device::cuda, [&releases] { ++releases; }};
+  });
+  emulator_.forget_calls();
+  msg = error_of<WorkspaceError>([&] { (*a.program)(d.args); });
+  EXPECT_NE(msg.find("the block returned by external_memory_allocator for device cuda at"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("is host memory"), std::string::npos) << msg;
+  EXPECT_EQ(releases, 1) << "the rejected block was not handed back";
+  EXPECT_EQ(a.program->memory_stats().workspace_installs, 0u);
+  EXPECT_TRUE(emulator_.launch_streams.empty()) << "nothing ran";
 }
 
 // The device tests of transient memory (tests/cuda/test_cuda_device.cpp: allocator, workspaces,

@@ -442,6 +442,60 @@ TEST(TransientMemory, InvalidAllocatorBlocksAreRejected) {
   }
 }
 
+// A device's memory check (set by a program whose kernels run on a device: it asks the device
+// runtime what the memory is) refuses a block its kernels cannot use, with the check's words, and
+// hands the block back; a check that fails (the runtime's query itself) hands it back too and its
+// error reaches the caller. A caller's workspace is asked about once per address.
+TEST(TransientMemory, TheDevicesMemoryCheckRefusesMemoryItsKernelsCannotUse) {
+  alignas(256) static std::byte usable[8192], unusable[8192];
+  int asked = 0;
+  const auto check = [&](const void* p) -> std::string {
+    ++asked;
+    if (p == usable) return "";
+    if (p == unusable) return "host memory, where kernels need device memory";
+    throw CacheError("the query failed");  // any fieldflow error: it must pass through unchanged
+  };
+  {  // allocator blocks
+    int releases = 0;
+    std::vector<void*> blocks{unusable, nullptr, usable};
+    MemoryOptions o;
+    o.external_memory_allocator = [&](const AllocationRequest&) {
+      void* b = blocks.front();
+      blocks.erase(blocks.begin());
+      return Workspace{b != nullptr ? b : usable + 256, 4096, Device::cpu, [&releases] { ++releases; }};
+    };
+    TransientMemory tm("checked", o);
+    tm.set_memory_check(Device::cpu, check);
+    const std::string msg = error_text([&] { tm.begin_call(on_cpu(4000)); });
+    EXPECT_TRUE(contains(msg, "program 'checked': the block returned by external_memory_allocator for device cpu at"))
+        << msg;
+    EXPECT_TRUE(contains(msg, "is host memory, where kernels need device memory")) << msg;
+    EXPECT_EQ(releases, 1);
+    EXPECT_THROW(tm.begin_call(on_cpu(4000)), CacheError);  // the check of the second block failed
+    EXPECT_EQ(releases, 2);
+    EXPECT_EQ(tm.stats().workspace_installs, 0u);
+    {
+      auto l = tm.begin_call(on_cpu(4000));
+      EXPECT_EQ(l.base(Device::cpu), usable);
+    }
+    EXPECT_EQ(asked, 3);
+    auto again = tm.begin_call(on_cpu(4000));  // installed: nothing asked
+    EXPECT_EQ(asked, 3);
+  }
+  {  // a caller's workspace
+    asked = 0;
+    MemoryOptions o;
+    o.external_workspace[Device::cpu] = Workspace{unusable, 8192, Device::cpu, {}};
+    TransientMemory tm("checked", o);
+    tm.set_memory_check(Device::cpu, check);
+    EXPECT_TRUE(contains(error_text([&] { tm.begin_call(on_cpu(4000)); }),
+                         "the external workspace for device cpu at"));
+    tm.set_external_workspace(Device::cpu, Workspace{usable, 8192, Device::cpu, {}});
+    for (int i = 0; i < 5; ++i) tm.begin_call(on_cpu(4000));
+    EXPECT_EQ(asked, 2) << "once per address";
+  }
+}
+
 // ---- external: caller-owned workspace ----------------------------------------------------------
 
 // The workspace is installed once and the identical buffer is used across many calls.

@@ -127,6 +127,16 @@ class CudaRunner final : public DeviceRunner {
                                       o_.program, device_, current, device_));
   }
 
+  std::string memory_problem(const void* pointer) const override {
+    const cudaPointerAttributes a = attributes_of(pointer);
+    if (a.type == cudaMemoryTypeManaged || (a.type == cudaMemoryTypeDevice && a.device == device_)) return {};
+    const std::string what = a.type == cudaMemoryTypeDevice ? fmt::format("memory of cuda device {}", a.device)
+                             : a.type == cudaMemoryTypeHost ? std::string("pinned host memory")
+                                                            : std::string("host memory");
+    return fmt::format("{}, where the program's kernels run on cuda device {} and need its memory (cudaMalloc, "
+                       "cudaMallocManaged)", what, device_);
+  }
+
   std::int32_t run(const ff_call& c, const DeviceCall& call) override {
     cudaStream_t stream = call.stream ? static_cast<cudaStream_t>(call.stream) : stream_;
     try {
@@ -301,6 +311,12 @@ class CudaRunner final : public DeviceRunner {
                                       device_, what, device));
   }
 
+  cudaPointerAttributes attributes_of(const void* pointer) const {
+    cudaPointerAttributes a{};
+    check(api_.pointer_attributes(&a, pointer), "cudaPointerGetAttributes", o_.program);
+    return a;
+  }
+
   std::string label(const char* what, std::size_t i) const { return fmt::format("{} ({} {} device copy)", o_.program, what, i); }
 
   // cudaMemcpyDefault: the direction follows from the pointers (unified addressing), so a host
@@ -322,8 +338,7 @@ class CudaRunner final : public DeviceRunner {
       const std::pair<const void*, bool> field{f.data, f.on_device};
       if (checked_fields_[i] == field) continue;
       checked_fields_[i] = {};
-      cudaPointerAttributes a{};
-      check(api_.pointer_attributes(&a, f.data), "cudaPointerGetAttributes", o_.program);
+      const cudaPointerAttributes a = attributes_of(f.data);
       const bool device = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
       if (f.on_device && !device)
         throw ArgumentError(fmt::format("program '{}': field '{}' is a view over cuda memory (Device::cuda), but its "
