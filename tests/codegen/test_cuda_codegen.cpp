@@ -5,6 +5,7 @@
 // grid; and Backend::cuda's errors on a machine without a device.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <cstring>
 #include <functional>
@@ -691,6 +692,58 @@ TEST(CudaIndexing, FieldsWhoseOffsetsPass32BitsEqualTheReference) {
       }
     }
   }
+}
+
+// On a GPU, test_reference_cuda compares the outputs of programs that call CUDA's math library
+// (exp, sin, pow, ...) within device_math_ulps, everything else bit for bit (support/cuda_harness.h).
+// That harness only runs on a device, so its parts are checked here: which programs it relaxes, and
+// the distance it measures.
+TEST(DeviceMathHarness, OnlyProgramsCallingTheMathLibraryAreComparedWithinUlps) {
+  using testing_support::uses_device_math_library;
+  const Dimension I = horizontal_dim("I");
+  const auto program = [&](const std::function<Expr(const Expr&, const Expr&)>& body, DType dt) {
+    ProgramBuilder pb("math");
+    Expr a = pb.field("a", {I}, dt), b = pb.field("b", {I}, dt), o = pb.field("o", {I}, dt);
+    pb.call("s", body(a, b), {o}, {{I, 0, 4}});
+    return pb.build();
+  };
+  const CompileOptions o;
+  EXPECT_TRUE(uses_device_math_library(program([](const Expr& a, const Expr&) { return exp(a); }, DType::float64), o));
+  EXPECT_TRUE(uses_device_math_library(program([](const Expr& a, const Expr&) { return gamma(a) * 2.0f; }, DType::float32), o));
+  EXPECT_TRUE(uses_device_math_library(program([](const Expr& a, const Expr& b) { return power(a, b); }, DType::float64), o));
+  // Exact on both: bit for bit.
+  EXPECT_FALSE(uses_device_math_library(program([](const Expr& a, const Expr& b) { return power(a, b); }, DType::int32), o));
+  EXPECT_FALSE(uses_device_math_library(
+      program([](const Expr& a, const Expr& b) { return sqrt(a) + floor(b) - abs(a) + fmod(a, b); }, DType::float64), o));
+  for (const auto& ex : examples::all_examples()) EXPECT_FALSE(uses_device_math_library(ex.program, o)) << ex.name;
+}
+
+TEST(DeviceMathHarness, UlpDistanceOrdersValuesAcrossZero) {
+  using testing_support::ulp_distance;
+  EXPECT_EQ(ulp_distance(1.0, 1.0), 0);
+  EXPECT_EQ(ulp_distance(1.0, std::nextafter(1.0, 2.0)), 1);
+  EXPECT_EQ(ulp_distance(std::nextafter(1.0, 0.0), std::nextafter(1.0, 2.0)), 2);
+  EXPECT_EQ(ulp_distance(-0.0, 0.0), 0);
+  const double tiny = std::numeric_limits<double>::denorm_min();
+  EXPECT_EQ(ulp_distance(-tiny, tiny), 2);
+  EXPECT_EQ(ulp_distance(-1.0, 1.0), 2 * ulp_distance(0.0, 1.0));
+  EXPECT_EQ(ulp_distance(1.0f, std::nextafter(std::nextafter(1.0f, 2.0f), 2.0f)), 2);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(ulp_distance(nan, nan), 0);
+  EXPECT_EQ(ulp_distance(nan, 1.0), std::numeric_limits<std::int64_t>::max());
+
+  const Dimension I = horizontal_dim("I");
+  Field a({I}, DType::float64, {5}), b({I}, DType::float64, {5});
+  for (int i = 0; i < 5; ++i) a.at<double>({i}) = b.at<double>({i}) = 0.1 * i - 0.2;
+  double& x = b.at<double>({3});
+  for (int step = 0; step < 3; ++step) x = std::nextafter(x, 1.0);
+  EXPECT_TRUE(testing_support::same_within_ulps(a, b, 3));
+  const ::testing::AssertionResult two = testing_support::same_within_ulps(a, b, 2);
+  EXPECT_FALSE(two);
+  EXPECT_NE(std::string(two.message()).find("element 3"), std::string::npos) << two.message();
+  Field ia({I}, DType::int32, {5}), ib({I}, DType::int32, {5});
+  ib.at<std::int32_t>({1}) = 1;
+  EXPECT_FALSE(testing_support::same_within_ulps(ia, ib, 1000)) << "integers are compared bit for bit";
 }
 
 // Backend::cuda on this machine: a typed error saying why when there is no device (or no CUDA in

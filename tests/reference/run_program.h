@@ -6,8 +6,10 @@
 // 2, 3 and 4 threads.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <list>
 #include <typeinfo>
 
@@ -20,6 +22,20 @@
 #endif
 
 namespace fieldflow::langtest {
+
+// The relative tolerance (matches' rel_tol) of results of the math library's functions (exp,
+// sin, pow, ...) that a test checks itself: 0, exact, unless its outputs came from a GPU
+// (test_reference_cuda on a device with FIELDFLOW_TEST_NO_EMULATION, as scripts/gpu-check.sh
+// runs it), whose math library is not the host's libm (support/cuda_harness.h, device_math_ulps).
+inline double math_library_tolerance(DType dt) {
+#if defined(FIELDFLOW_TEST_CUDA_BACKEND)
+  if (testing_support::device_present() && std::getenv("FIELDFLOW_TEST_NO_EMULATION") != nullptr)
+    return static_cast<double>(testing_support::device_math_ulps) *
+           (dt == DType::float32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon());
+#endif
+  (void)dt;
+  return 0;
+}
 
 #if defined(FIELDFLOW_TEST_CUDA_BACKEND)
 
