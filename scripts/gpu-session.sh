@@ -6,7 +6,12 @@
 #   check  scripts/gpu-check.sh (its last line: "N passed, M failed");
 #   demo   fieldflow demo --backend cuda (every built-in program against the reference, every mode);
 #   bench  fieldflow bench --device cuda (against hand-written CUDA and the device copy): the JSON
-#          report and its tables.
+#          report and its tables;
+#   sanitize  (only when named) the device tests' kernels under compute-sanitizer's memcheck: every
+#          built-in program in every mode, device fields, in-kernel failures, the hand-written
+#          baselines and the whole language suite, any out-of-bounds or misaligned device access
+#          an error. Works where the machine's runtime lets it (Firecracker, not gVisor: the tool
+#          library's device notes); a few minutes.
 # A lent device machine has no such packages and cannot fetch them: there, run the binaries that
 # scripts/gpu-bundle.sh prepared on this side. With .gpu-bundle/ in the tree, every step uses it
 # (build only checks it): it must match the sources here (sources.sha256), and its libraries must
@@ -16,7 +21,8 @@
 # What comes back from $OUT (at most 8 files): session.log (all that is printed), logs.tar.gz (each
 # test's and step's log), bench-gpu.json and bench-gpu.md. Without $OUT: build/gpu/session.
 # Prints a line per step; exits non-zero when a step failed. Estimated (never yet run on a device):
-# check 3-4 min, demo under 1 min, bench 2-3 min; a build there 2-3 min on 16 cores.
+# check 3-4 min, demo under 1 min, bench 2-3 min; a build there 2-3 min on 16 cores. A third
+# device command, when time is left: run(command="scripts/gpu-session.sh sanitize", ...).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-build/gpu/session}
@@ -30,7 +36,7 @@ steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(build check demo bench)
 wants() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 for s in "${steps[@]}"; do
-  case $s in build|check|demo|bench) ;; *) echo "gpu-session: unknown step '$s' (expected build, check, demo, bench)"; exit 2 ;; esac
+  case $s in build|check|demo|bench|sanitize) ;; *) echo "gpu-session: unknown step '$s' (expected build, check, demo, bench, sanitize)"; exit 2 ;; esac
 done
 
 # The logs of the steps and tests, in one file of $OUT whatever happens next.
@@ -118,6 +124,30 @@ if wants bench; then
     --table "$out/bench-gpu.md" >"$build/bench-gpu.log" 2>&1
   [ $? -eq 0 ] || status=1
   tail -n 40 "$build/bench-gpu.log"
+fi
+
+if wants sanitize; then
+  step "compute-sanitizer memcheck"
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  export FIELDFLOW_TEST_NO_EMULATION=1 FIELDFLOW_CACHE_DIR="$PWD/$build/sanitize-cache"
+  memcheck() {  # name, seconds, binary, arguments
+    local name=$1 seconds=$2
+    shift 2
+    logs+=("$build/memcheck-$name.log")
+    timeout "$seconds" "$sanitizer" --tool memcheck --error-exitcode 99 "$@" --gtest_brief=1 >"$build/memcheck-$name.log" 2>&1
+    local rc=$?
+    grep -E '^========= (Invalid|Program hit|ERROR SUMMARY)|^\[  (PASSED|FAILED|SKIPPED) ' "$build/memcheck-$name.log" | head -n 20
+    echo "memcheck $name: exit status $rc ($([ $rc -eq 0 ] && echo clean || { [ $rc -eq 99 ] && echo "errors found"; } || echo "failed or stopped"))"
+    [ $rc -eq 0 ] || status=1
+  }
+  if [ -x "$sanitizer" ] || command -v "$sanitizer" >/dev/null; then
+    memcheck device 240 "$(find "$build/tests" -type f -name test_cuda_device | head -n 1)" \
+      --gtest_filter='CudaDevicePrograms.*:CudaDeviceFields.*:CudaDevice.InKernelFailure*:CudaDevice.HandWrittenBaselines*:CudaDevice.ABoxWithMoreRowsThanBlocksRunsInPieces'
+    memcheck language-suite 240 "$(find "$build/tests" -type f -name test_reference_cuda | head -n 1)"
+  else
+    echo "gpu-session: no compute-sanitizer here"
+    status=1
+  fi
 fi
 
 echo "gpu-session: $([ $status -eq 0 ] && echo "every step passed" || echo "a step failed"); logs in $out"
