@@ -11,6 +11,8 @@
 #   fieldflow, tests/<test>       the CLI and the device tests of scripts/gpu-check.sh, stripped
 #   lib/                          libfieldflow, the AOT test libraries, and the shared libraries
 #                                 they need from Debian packages (fmt, xxHash, ...)
+#   include/fmt/                  fmt's headers, for the Python package built there against lib/
+#                                 (gpu-session.sh python: python/CMakeLists.txt, FIELDFLOW_PREBUILT)
 #   lib/compiler-runtime/         GCC's runtime (libstdc++, libgcc_s, libgomp), used there only if
 #                                 that machine lacks it: its own is newer, and the modules its
 #                                 compiler builds for the JIT need that one
@@ -21,7 +23,8 @@
 # carry=[".gpu-bundle"]), and "scripts/gpu-session.sh demo bench" in a second call.
 # Last, as root, the bundle is tried as that machine would run it: from a copy of the committed
 # tree, in a mount namespace where this checkout (its build folders) and the Debian libraries the
-# bundle brings are hidden; without a GPU the device tests skip, the NVRTC and AOT tests run.
+# bundle brings are hidden; without a GPU the device tests skip, the NVRTC and AOT tests run, and
+# the Python package builds against the bundle's library (in a venv made for the trial) and passes.
 # Usage: scripts/gpu-bundle.sh [--no-try]   (about 20 minutes on 2 cores the first time, then
 # seconds with ccache; needs a committed tree)
 set -euo pipefail
@@ -42,8 +45,9 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFIELDFLOW_WITH_CUDA
 cmake --build "$build" -j "$(nproc)" --target fieldflow_cli "${tests[@]}"
 
 rm -rf "$bundle"
-mkdir -p "$bundle/tests" "$bundle/lib/compiler-runtime"
+mkdir -p "$bundle/tests" "$bundle/lib/compiler-runtime" "$bundle/include"
 cp "$build/fieldflow" "$bundle/"
+cp -r "$(dirname "$(find /usr/include -path '*/fmt/format.h' | head -n 1)")" "$bundle/include/fmt"
 for t in "${tests[@]}"; do cp "$(find "$build/tests" -type f -name "$t" -perm -u+x | head -n 1)" "$bundle/tests/"; done
 binaries=("$bundle/fieldflow" "${tests[@]/#/$bundle/tests/}")
 
@@ -60,7 +64,7 @@ ldd "${binaries[@]}" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u
   done
 strip --strip-unneeded "${binaries[@]}" "$bundle"/lib/*.so* 2>/dev/null || true
 
-git ls-files -z -- CMakeLists.txt cmake include src tests bench scripts | xargs -0 sha256sum >"$bundle/sources.sha256"
+git ls-files -z -- CMakeLists.txt cmake include src tests bench scripts python | xargs -0 sha256sum >"$bundle/sources.sha256"
 git rev-parse HEAD >"$bundle/commit"
 echo "gpu-bundle: $(git rev-parse --short HEAD), $(du -sh "$bundle" | cut -f1) in $bundle (a device run carries at most 64 MiB)"
 ls -l "$bundle" "$bundle/tests" "$bundle/lib" "$bundle/lib/compiler-runtime"
@@ -77,6 +81,11 @@ git archive HEAD | tar -x -C "$trial/repo"
 cp -r "$bundle" "$trial/repo/"
 hide=$(find "$bundle/lib" -maxdepth 1 -name 'lib*.so*' -printf '%f\n' | grep -v '^libfieldflow' |
        while read -r name; do ldconfig -p | awk -v n="$name" '$1 == n { print $NF }'; done | xargs -r readlink -f | sort -u)
+# The device's Python has nanobind, scikit-build-core, numpy and pytest; the trial's own venv stands in.
+python3 -m venv "$trial/venv"
+"$trial/venv/bin/python" -m pip install --quiet --disable-pip-version-check "scikit-build-core>=0.10" "nanobind>=2.0" \
+  numpy pytest
 echo "gpu-bundle: trying it with $PWD and $(echo $hide | wc -w) Debian libraries hidden"
 unshare --mount bash -c "set -e; for f in $(echo $hide); do mount --bind /dev/null \$f; done
-  mount -t tmpfs none '$PWD'; cd '$trial/repo'; OUT='$trial/out' scripts/gpu-session.sh check" | tail -n 12
+  mount -t tmpfs none '$PWD'; cd '$trial/repo'
+  OUT='$trial/out' FIELDFLOW_PYTHON='$trial/venv/bin/python' scripts/gpu-session.sh check python" | tail -n 16

@@ -7,6 +7,9 @@
 #   demo   fieldflow demo --backend cuda (every built-in program against the reference, every mode);
 #   bench  fieldflow bench --device cuda (against hand-written CUDA and the device copy): the JSON
 #          report and its tables;
+#   python (only when named) the Python package, built against the bundle's library with the
+#          machine's Python, nanobind and scikit-build-core (FIELDFLOW_PYTHON, default python3),
+#          and its tests: CuPy arrays handed to the cuda backend among them. A minute or two;
 #   sanitize  (only when named) the device tests' kernels under compute-sanitizer's memcheck: every
 #          built-in program in every mode, device fields, in-kernel failures, the hand-written
 #          baselines and the whole language suite, any out-of-bounds or misaligned device access
@@ -36,7 +39,7 @@ steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(build check demo bench)
 wants() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 for s in "${steps[@]}"; do
-  case $s in build|check|demo|bench|sanitize) ;; *) echo "gpu-session: unknown step '$s' (expected build, check, demo, bench, sanitize)"; exit 2 ;; esac
+  case $s in build|check|demo|bench|python|sanitize) ;; *) echo "gpu-session: unknown step '$s' (expected build, check, demo, bench, python, sanitize)"; exit 2 ;; esac
 done
 
 # The logs of the steps and tests, in one file of $OUT whatever happens next.
@@ -124,6 +127,30 @@ if wants bench; then
     --table "$out/bench-gpu.md" >"$build/bench-gpu.log" 2>&1
   [ $? -eq 0 ] || status=1
   tail -n 40 "$build/bench-gpu.log"
+fi
+
+if wants python; then
+  step "the Python package and its tests"
+  py=${FIELDFLOW_PYTHON:-python3}
+  target="$PWD/$build/python-package"
+  logs+=("$build/python-build.log" "$build/python-tests.log")
+  rm -rf "$target"
+  # From the bundle: the module is built against its library (python/CMakeLists.txt); otherwise
+  # from source, as on a machine with the Debian packages. Nothing is fetched.
+  prebuilt=()
+  [ "$build" = .gpu-bundle ] && prebuilt=(-C "cmake.define.FIELDFLOW_PREBUILT=$PWD/$build")
+  if timeout 300 "$py" -m pip install --disable-pip-version-check --no-build-isolation --no-deps --no-index \
+       --target "$target" -C "build-dir=$PWD/$build/python-build" "${prebuilt[@]}" ./python >"$build/python-build.log" 2>&1; then
+    FIELDFLOW_CACHE_DIR="$PWD/$build/python-cache" PYTHONPATH="$target" \
+      timeout 180 "$py" -m pytest -q -rs -p no:cacheprovider python/tests >"$build/python-tests.log" 2>&1
+    rc=$?
+    tail -n 15 "$build/python-tests.log"
+    [ $rc -eq 0 ] || status=1
+  else
+    tail -n 40 "$build/python-build.log"
+    echo "gpu-session: the Python package did not build"
+    status=1
+  fi
 fi
 
 if wants sanitize; then
