@@ -527,6 +527,14 @@ class PyProgram {
           prm.conn.source.name, prm.conn.max_neighbors,
           is_array ? fmt::format("a {}-D array of {}", a.ndim, a.dtype ? std::string(to_string(*a.dtype)) : a.dtype_text)
                    : "an object of type " + python_type_name(obj)));
+    // The runtime reads a table's entries on the host (its checks, and the copy a cuda program
+    // makes for the device), whatever the backend: device memory here would fault the process.
+    // Pinned and managed memory are host-readable.
+    if (!a.host && a.device_type != nb::device::cuda_host::value && a.device_type != nb::device::cuda_managed::value)
+      throw ConnectivityError(fmt::format(
+          "program '{}': connectivity '{}' must be in host memory (its entries are read and checked on the host, "
+          "and copied to the device by a cuda program), given an array on DLPack device type {}; pass a numpy "
+          "array (cupy.asnumpy(t), t.cpu().numpy())", p.name, prm.name, a.device_type));
     if (holder.is_valid()) holders.push_back(holder);
     if (!n_target) n_target = location_size(p, prm.conn.target);
     if (!n_target)

@@ -1,6 +1,8 @@
 """Arrays as fields without copies: numpy arrays, buffer protocol, __array_interface__ and DLPack
 objects; strides respected, layouts and types checked as in C++."""
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -178,3 +180,55 @@ def test_connectivity_tables_from_int32_arrays_in_c_and_fortran_order():
         prog(psi, out, n_edges=4, E2V=table[:, :1].copy())
     with pytest.raises(ff.ArgumentError, match="E2V"):
         prog(psi, out, n_edges=4)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class DLPackOnDevice:
+    """A 2-D int32 array that says, through DLPack, it lives on a device (`device_type` 2: CUDA):
+    what a CuPy or PyTorch CUDA table looks like to fieldflow, without a GPU. Its "device" address
+    is host memory here, so a host read of it would not fault: the test sees the refusal itself."""
+
+    def __init__(self, host_array, device_type=2):
+        self.host, self.device_type, self.keep = np.ascontiguousarray(host_array, dtype=np.int32), device_type, []
+
+    def __dlpack_device__(self):
+        return (self.device_type, 0)
+
+    def __dlpack__(self, **kwargs):
+        shape = (ctypes.c_int64 * 2)(*self.host.shape)
+        strides = (ctypes.c_int64 * 2)(self.host.shape[1], 1)
+        tensor = _DLManagedTensor(_DLTensor(self.host.ctypes.data, _DLDevice(self.device_type, 0), 2,
+                                            _DLDataType(0, 32, 1), shape, strides, 0), None, None)
+        self.keep += [shape, strides, tensor]
+        new_capsule = ctypes.pythonapi.PyCapsule_New
+        new_capsule.restype, new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new_capsule(ctypes.addressof(tensor), b"dltensor", None)
+
+
+def test_a_connectivity_table_in_device_memory_is_refused_and_pinned_memory_is_read():
+    # The runtime reads tables on the host: a CUDA table used to be read there, a segfault on a GPU.
+    prog = edge_sum.compile()
+    table = np.array([[0, 1], [1, 2], [2, 0], [3, 1]], dtype=np.int32)
+    psi, out = np.array([1.0, 2.0, 3.0, 4.0]), np.zeros(4)
+    with pytest.raises(ff.ConnectivityError, match="'E2V' must be in host memory.*DLPack device type 2"):
+        prog(psi, out, n_edges=4, E2V=DLPackOnDevice(table))
+    assert not out.any()
+    prog(psi, out, n_edges=4, E2V=DLPackOnDevice(table, device_type=3))  # kDLCUDAHost: pinned host memory
+    np.testing.assert_array_equal(out, psi[table[:, 0]] + 10 * psi[table[:, 1]])
