@@ -297,7 +297,6 @@ void TransientMemory::set_external_workspace(Device device, Workspace workspace)
 
 void TransientMemory::set_memory_check(Device device, MemoryCheck check) {
   memory_checks_[index(device)] = std::move(check);
-  checked_workspace_[index(device)] = nullptr;
 }
 
 void TransientMemory::ensure_installed(const Needs& needs, Lease* lease) {
@@ -371,11 +370,11 @@ void TransientMemory::check_caller_workspace(Device d, const Need& n) const {
         "(it has buffers for: {})",
         program_, n.bytes, to_string(d), to_string(d), have.empty() ? "none" : have));
   }
-  // The device runtime is asked about the memory once per address, not on every call.
-  const MemoryCheck* check = checked_workspace_[index(d)] == it->second.pointer ? nullptr : &memory_checks_[index(d)];
+  // The device runtime is asked about the memory until it is installed (once per workspace given:
+  // set_external_workspace uninstalls the old one), not on every call.
+  const MemoryCheck* check = installed_[index(d)].present ? nullptr : &memory_checks_[index(d)];
   std::string problem = workspace_problem(program_, d, n.bytes, n.alignment, it->second, "the external workspace", check);
   if (!problem.empty()) throw WorkspaceError(problem);
-  if (check != nullptr && *check) checked_workspace_[index(d)] = it->second.pointer;
 }
 
 void TransientMemory::install_from_allocator(Device d, const Need& n) {

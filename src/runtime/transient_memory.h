@@ -4,9 +4,9 @@
 //  - options are validated at construction (OptionError), never at a call;
 //  - a call whose requirement is zero bytes on a device obtains nothing and asks the host nothing;
 //  - external memory (allocator- or caller-supplied) is fully validated (present, not null, large
-//    enough, base aligned, right device, memory the device can use) before it is installed; on failure nothing is installed
-//    for that device (for caller-owned buffers: for any device), a rejected allocator block's
-//    release action has run, and a later call retries;
+//    enough, base aligned, right device, memory the device can use) before it is installed; on
+//    failure nothing is installed for that device (for caller-owned buffers: for any device), a
+//    rejected allocator block's release action has run, and a later call retries;
 //  - the allocator is asked once per device, when sizes are first known, and again only when a
 //    call needs more (after the old block's release action ran); release actions run exactly once;
 //  - calls on one instance never overlap: a Lease holds the instance for its whole lifetime and
@@ -95,7 +95,7 @@ class TransientMemory {
   // Where caller memory for `device` (its external workspace, its allocator's blocks) must be:
   // `check` returns "" for memory the program's kernels can use, else what the memory is and what
   // they need (DeviceRunner::memory_problem), which becomes a WorkspaceError. Asked when such
-  // memory is installed, and for a caller's workspace again only when its address changes. Set
+  // memory is installed (a caller's workspace: until it is, and again for a new one). Set
   // once, before the first call; without one the memory is not examined.
   using MemoryCheck = std::function<std::string(const void* pointer)>;
   void set_memory_check(Device device, MemoryCheck check);
@@ -140,9 +140,6 @@ class TransientMemory {
   const std::uint64_t device_pool_release_threshold_;
   const TransientMemoryMode mode_;
   std::array<MemoryCheck, 2> memory_checks_{};
-  // Per device, the caller workspace last found usable by its memory check (calls are serialised,
-  // so no lock): a steady-state call asks the device runtime nothing.
-  mutable std::array<const void*, 2> checked_workspace_{};
 
   // Serialises calls: `busy_` is true while a Lease (or prepare) is alive. A flag rather than a
   // held mutex because a Lease may end on another thread than the one that began it. Atomic, so

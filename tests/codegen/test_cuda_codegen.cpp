@@ -738,6 +738,11 @@ TEST(DeviceMathHarness, UlpDistanceOrdersValuesAcrossZero) {
   double& x = b.at<double>({3});
   for (int step = 0; step < 3; ++step) x = std::nextafter(x, 1.0);
   EXPECT_TRUE(testing_support::same_within_ulps(a, b, 3));
+  EXPECT_FALSE(testing_support::same_within_ulps(a, b, 0)) << "0 ulps: bit for bit";
+  Field negative_zero({I}, DType::float64, {1}), positive_zero({I}, DType::float64, {1});
+  negative_zero.at<double>({0}) = -0.0;
+  EXPECT_TRUE(testing_support::same_within_ulps(negative_zero, positive_zero, 1));
+  EXPECT_FALSE(testing_support::same_within_ulps(negative_zero, positive_zero, 0)) << "-0 and +0 differ in bits";
   const ::testing::AssertionResult two = testing_support::same_within_ulps(a, b, 2);
   EXPECT_FALSE(two);
   EXPECT_NE(std::string(two.message()).find("element 3"), std::string::npos) << two.message();

@@ -165,12 +165,13 @@ std::int64_t ulp_distance(T a, T b) {
   return x > y ? x - y : y - x;
 }
 
-// Fields equal bit for bit, or, for floating-point fields, element by element within `ulps`
-// (every byte of the span: padding is copied alike). Names the first element beyond.
+// Fields equal bit for bit (ulps 0), or, for floating-point fields, element by element within
+// `ulps` (every byte of the span: padding is copied alike). Names the first element beyond.
 inline ::testing::AssertionResult same_within_ulps(const Field& reference, const Field& mine, std::int64_t ulps) {
   if (reference.bytes() != mine.bytes() || reference.dtype() != mine.dtype())
     return ::testing::AssertionFailure() << "sizes or dtypes differ";
   if (std::memcmp(reference.data(), mine.data(), reference.bytes()) == 0) return ::testing::AssertionSuccess();
+  if (ulps == 0) return ::testing::AssertionFailure() << "bytes differ";
   const auto compare = [&](auto zero) -> ::testing::AssertionResult {
     using T = decltype(zero);
     const std::size_t n = reference.bytes() / sizeof(T);
@@ -311,15 +312,9 @@ inline void compare_cuda_emulation_with_reference(const ir::Program& p, const Ar
     }
     EXPECT_EQ(ref_error, nullptr) << "the reference raised " << (ref_error ? ref_error->name() : "") << " but "
                                   << what << " succeeded";
-    for (std::size_t f = 0; f < mine.size() && !ref_error; ++f) {
-      if (ulps > 0) {
-        EXPECT_TRUE(same_within_ulps(*pairs[f].second, *mine[f].second, ulps))
-            << what << " differs from the reference in field " << pairs[f].first->describe();
-      } else {
-        EXPECT_EQ(std::memcmp(mine[f].second->data(), pairs[f].second->data(), pairs[f].second->bytes()), 0)
-            << what << " differs from the reference in field " << pairs[f].first->describe();
-      }
-    }
+    for (std::size_t f = 0; f < mine.size() && !ref_error; ++f)
+      EXPECT_TRUE(same_within_ulps(*pairs[f].second, *mine[f].second, ulps))
+          << what << " differs from the reference in field " << pairs[f].first->describe();
   };
   FieldPairs originals;
   for (const auto& [original, copy] : pairs) originals.push_back({original, original});
