@@ -3,6 +3,7 @@
 // with --gtest_also_run_disabled_tests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -432,6 +433,61 @@ TEST(FuzzRegressions, AFieldReadAtADynamicOffsetNeedsToCoverOnlyWhatIsRead) {
         EXPECT_TRUE(same_bits(r, c, "o")) << where;
       }
     }
+}
+
+// Fuzzer seed 23300223 (shrunk): max_over(neighbor_sum(w, C2E2CO)(C2E2CO), C2E2CO), a sparse
+// field reduced inside a reduction over the same neighbours. The inner reduction's skipped slots
+// of w were also charged to the outer one, which then dropped every neighbour that has a missing
+// neighbour itself: on a bounded mesh each cell got max_over's identity (lowest). Every mode,
+// layout and thread count alike; the torus mesh, without missing neighbours, was right.
+TEST(FuzzRegressions, AReducedValueReadAgainThroughTheSameConnectivity) {
+  const Dimension Cell = horizontal_dim("Cell");
+  const Connectivity C2E2CO = make_connectivity("C2E2CO", Cell, Cell, 4);
+  for (const Mesh& mesh : {make_bounded_mesh(2, 2), make_bounded_mesh(2, 4), make_torus_mesh(3, 3)}) {
+    ProgramBuilder pb("reduced_then_shifted");
+    auto w = pb.field("w", {Cell, C2E2CO.local}, DType::float64), o = pb.field("o", {Cell, K}, DType::float64);
+    auto nc = pb.scalar("nc", DType::int32), nk = pb.scalar("nk", DType::int32);
+    pb.call("s", max_over(neighbor_sum(w, C2E2CO)(C2E2CO), C2E2CO), {o}, {{K, 0, nk}, {Cell, 0, nc}});
+    const ir::Program p = pb.build();
+    const auto& table = mesh.table("C2E2CO");
+    for (int levels : {1, 7}) {
+      for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+        Field fw({Cell, C2E2CO.local}, DType::float64, {mesh.n_cells, 4}, {}, layout);
+        for (std::int64_t c = 0; c < mesh.n_cells; ++c)
+          for (int n = 0; n < 4; ++n) fw.at<double>({c, n}) = std::sin(0.9 * static_cast<double>(4 * c + n));
+        Field r({Cell, K}, DType::float64, {mesh.n_cells, levels}, {}, layout);
+        auto args = [&](Field& out) {
+          return Arguments().field("w", fw).field("o", out).scalar("nc", mesh.n_cells).scalar("nk", levels)
+              .connectivity("C2E2CO", table);
+        };
+        run_reference(p, args(r));
+        for (std::int64_t c = 0; c < mesh.n_cells; ++c) {  // independent: plain loops
+          auto sum = [&](std::int64_t x) {
+            double s = 0;
+            for (int n = 0; n < 4; ++n)
+              if (table(x, n) >= 0) s += fw.at<double>({x, n});
+            return s;
+          };
+          double best = std::numeric_limits<double>::lowest();
+          for (int n = 0; n < 4; ++n)
+            if (table(c, n) >= 0) best = std::max(best, sum(table(c, n)));
+          for (int k = 0; k < levels; ++k) ASSERT_EQ(r.at<double>({c, k}), best) << mesh.name << " cell " << c;
+        }
+        // One kernel without transients: the memory mode cannot matter, the parallel path can.
+        for (int threads : {1, 3}) {
+          CompileOptions options = testing_support::cpu_options(layout);
+          options.num_threads = threads;
+          options.parallel_threshold = 0;
+          Field c = r.clone();
+          compile(p, options)(args(c));
+          EXPECT_TRUE(same_bits(r, c, "o")) << mesh.name << " nk " << levels << " " << to_string(layout) << " threads " << threads;
+        }
+        Field e = r.clone();
+        driver::compile_cuda_emulated(p, testing_support::cpu_options(layout))(args(e));
+        EXPECT_TRUE(same_bits(r, e, "o (emulated CUDA)")) << mesh.name << " nk " << levels << " " << to_string(layout);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -549,12 +549,17 @@ std::string PointEmitter::gen_uncached(const Expr& e, const Point& p, int comp, 
 
 // A sparse field read inside a reduction over its local dimension, at another element than the
 // reduction's own (s(E2C[0]) reduced over C2E): its slot is masked by the table row of the
-// element it is read at, as the reduction's own row masks any other operand.
+// element it is read at, as the reduction's own row masks any other operand. The slot index is
+// the innermost reduction's over that local dimension (it shadows the outer ones), so only that
+// reduction is masked: an outer one over the same neighbours must not lose its whole neighbour
+// because the inner one skips a slot.
 void PointEmitter::mask_sparse_read(const std::string& name, const Point& p, std::string& code, int ind) {
-  const auto dims = buffer_type(name).second;
+  auto dims = buffer_type(name).second;
   for (std::size_t r = reducing_.size(); r-- > 0;) {
     const Connectivity& c = reducing_conn_[r];
-    if (std::find(dims.begin(), dims.end(), c.local) == dims.end()) continue;
+    const auto local = std::find(dims.begin(), dims.end(), c.local);
+    if (local == dims.end()) continue;
+    dims.erase(local);  // outer reductions over this local dimension are shadowed
     const Index* src = find(p, c.source);
     const Index* slot = find(p, c.local);
     if (!src || !slot || src->str() == reduce_src_[r]) continue;  // the reduction's own row: checked there
