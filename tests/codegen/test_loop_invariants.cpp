@@ -98,6 +98,21 @@ TEST(LoopInvariants, ABranchOnTheLevelKeepsOnlyWhatItAssigns) {
   EXPECT_EQ(hoist_loop_invariants(one_line, "x_K").invariant, "") << "v1 is assigned on the if's line";
 }
 
+// A dynamic offset's check clamps the offset on the line of its `if` (fuzzer seed 23400215). The
+// offset depends only on the level, but the check assigns it, so neither it nor the load through
+// it may move above the check: the hoisted load read 2^31 elements past `col` and crashed.
+TEST(LoopInvariants, AnOffsetClampedByItsCheckStaysWithTheCheck) {
+  const std::string body =
+      "  std::int64_t dyn3 = fieldflow::abi::ff_iadd<std::int64_t>(x_K, std::int32_t(2147483645));\n"
+      "  if (dyn3 < call->buffers[22].lo[0] || dyn3 >= call->buffers[22].hi[0]) { err |= ff_error_dynamic_offset; dyn3 = call->buffers[22].lo[0]; }\n"
+      "  const double v4 = b22[o22 + static_cast<std::int64_t>(dyn3)];\n"
+      "  const double v5 = b1[o1 + x_V];\n"
+      "  b2[o2 + x_V + x_K * s2_1] = static_cast<double>(v4 + v5);\n";
+  const HoistedLoopBody h = hoist_loop_invariants(body, "x_V");
+  EXPECT_EQ(h.invariant, "") << "the offset is assigned again by its check";
+  EXPECT_EQ(h.body, body);
+}
+
 // The lines are parsed by hand (no std::regex: this runs on every warm compile). What counts as
 // a statement, an assignment inside a block, a jump and a mask, one edge of each.
 TEST(LoopInvariants, TheHandParserKeepsToTheStatementsThePointEmitterWrites) {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -487,6 +489,70 @@ TEST(FuzzRegressions, AReducedValueReadAgainThroughTheSameConnectivity) {
         EXPECT_TRUE(same_bits(r, e, "o (emulated CUDA)")) << mesh.name << " nk " << levels << " " << to_string(layout);
       }
     }
+  }
+}
+
+// Fuzzer seed 23400215 (a crash, not shrunk: the process died): a value read at a dynamic offset
+// along K, in a horizontal-fastest kernel whose inner loop runs along I. The offset and the load
+// through it do not change along I, and the loop-invariant split moved both above the offset's
+// bounds check (which clamps the offset on the line of its `if`): an offset of 2^31 read past the
+// field and crashed. The call must be the reference's DomainError, every output unchanged; CPU and
+// CUDA alike (both hoist with the same split).
+TEST(FuzzRegressions, AnOffsetOutsideTheFieldIsCheckedBeforeItIsRead) {
+  ProgramBuilder pb("dynamic_offset_along_k");
+  auto col = pb.field("col", {K}, DType::float64), a = pb.field("a", {I, K}, DType::float64);
+  auto off = pb.field("off", {K}, DType::int32), o = pb.field("o", {I, K}, DType::float64);
+  auto ni = pb.scalar("ni", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("s", col(K + off) + a, {o}, {{I, 0, ni}, {K, 0, nk}});
+  const ir::Program p = pb.build();
+  const int n_i = 37, n_k = 5;  // over a vector width and a remainder along I
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+    SCOPED_TRACE(to_string(layout));
+    Field fcol({K}, DType::float64, {n_k}, {}, layout), foff({K}, DType::int32, {n_k}, {}, layout);
+    Field fa({I, K}, DType::float64, {n_i, n_k}, {}, layout);
+    for (int k = 0; k < n_k; ++k) fcol.at<double>({k}) = 0.5 + k;
+    for (std::int64_t n = 0; n < fa.size(); ++n) fa.set_from_double(n, 0.25 * static_cast<double>(n));
+    Field r({I, K}, DType::float64, {n_i, n_k}, {}, layout);
+    auto args = [&](Field& out) {
+      return Arguments().field("col", fcol).field("a", fa).field("off", foff).field("o", out).scalar("ni", n_i).scalar("nk", n_k);
+    };
+    const auto run_all = [&](Field& out) {  // reference, CPU with 1 and 3 threads, emulated CUDA
+      std::vector<std::string> outcomes;
+      std::vector<Field> results;
+      for (int path = 0; path < 4; ++path) {
+        Field x = out.clone();
+        try {
+          if (path == 0) {
+            run_reference(p, args(x));
+          } else if (path < 3) {
+            CompileOptions options = testing_support::cpu_options(layout);
+            options.num_threads = path == 1 ? 1 : 3;
+            options.parallel_threshold = 0;
+            compile(p, options)(args(x));
+          } else {
+            driver::compile_cuda_emulated(p, testing_support::cpu_options(layout))(args(x));
+          }
+          outcomes.push_back("accepted");
+        } catch (const DomainError&) {
+          outcomes.push_back("DomainError");
+        }
+        results.push_back(std::move(x));
+      }
+      return std::make_pair(std::move(outcomes), std::move(results));
+    };
+    // In range: off = -k reads col at level 0 (independent: col[0] + a).
+    for (int k = 0; k < n_k; ++k) foff.at<std::int32_t>({k}) = -k;
+    auto [good, good_results] = run_all(r);
+    EXPECT_EQ(good, std::vector<std::string>(4, "accepted"));
+    for (int i = 0; i < n_i; ++i)
+      for (int k = 0; k < n_k; ++k) EXPECT_EQ(good_results[0].at<double>({i, k}), 0.5 + fa.at<double>({i, k}));
+    for (std::size_t n = 1; n < good_results.size(); ++n) EXPECT_TRUE(same_bits(good_results[0], good_results[n], "o"));
+    // Far outside: each level's offset lands 2^31 - 3 levels up.
+    for (int k = 0; k < n_k; ++k) foff.at<std::int32_t>({k}) = 2147483645 - k;
+    for (std::int64_t n = 0; n < r.size(); ++n) r.set_from_double(n, -1.0 - static_cast<double>(n));
+    auto [bad, bad_results] = run_all(r);
+    EXPECT_EQ(bad, std::vector<std::string>(4, "DomainError"));
+    for (const Field& x : bad_results) EXPECT_TRUE(same_bits(r, x, "o (unchanged)"));
   }
 }
 

@@ -273,7 +273,11 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
     const Line& l = lines[i];
     if (l.depth != 0 || parsed[i].statement) continue;
     const std::string& t = l.text;
-    if (starts_if(t) && t.size() >= 3 && t.compare(t.size() - 3, 3, ") {") == 0 && assigned_names(t).empty()) continue;
+    std::vector<std::string> assigned = assigned_names(t);
+    if (starts_if(t) && t.size() >= 3 && t.compare(t.size() - 3, 3, ") {") == 0 && assigned.empty()) continue;
+    // A one-line branch assigns inside its braces (`if (d < lo || d >= hi) { err |= ..; d = lo; }`,
+    // a dynamic offset's check): those names change here, whatever stands before the first `=`.
+    for (auto& id : assigned) dependent.insert(std::move(id));
     const std::string lhs = l.text.substr(0, l.text.find('='));
     if (lhs.find('[') != std::string::npos) continue;
     for (const auto& id : identifiers(lhs)) dependent.insert(id);
