@@ -5,7 +5,13 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "fieldflow/errors.h"
@@ -16,6 +22,26 @@ using namespace fieldflow;
 using namespace fieldflow::fuzz;
 
 namespace {
+
+// A crash (a generated module reading far out of bounds, say) kills the whole campaign before the
+// seed is shrunk or even named: the progress lines come only every 10 s. The handler names the
+// seed being run, with only async-signal-safe calls, then lets the signal end the process.
+char crash_note[160] = "\nCRASH before the first seed\n";
+
+std::atomic_flag crash_noted = ATOMIC_FLAG_INIT;  // several threads may fault at once: one note
+
+extern "C" void on_fatal_signal(int sig) {
+  if (!crash_noted.test_and_set()) (void)!write(STDOUT_FILENO, crash_note, std::strlen(crash_note));
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void note_seed(std::uint64_t seed) {
+  std::snprintf(crash_note, sizeof crash_note,
+                "\nCRASH in seed %llu (a fatal signal; not shrunk): reproduce with fieldflow_fuzz_programs --seed %llu "
+                "--count 1, under gdb for the stack\n",
+                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+}
 
 void print_case(const FuzzCase& c) {
   fmt::print("{}", ir::print(c.program));
@@ -53,6 +79,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (count == 0 && minutes <= 0) count = 100;
 
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, on_fatal_signal);
   RunConfig config;
   config.cache_dir = cache_dir;
   config.every_thread_count_in_every_mode = all_threads;
@@ -74,6 +101,8 @@ int main(int argc, char** argv) {
     if (minutes > 0 && elapsed() > minutes * 60) break;
     // A program the generator cannot build is a bug of the generator (or of the DSL), reported
     // with its seed like any failure, never a crash of the whole campaign.
+    std::fflush(stdout);  // the crash note must come after what was printed before
+    note_seed(s);
     FuzzCase c;
     try {
       c = generate_case(s);
