@@ -265,7 +265,8 @@ HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string
     }
   }
   // An unrecognised top-level line (a declaration without a value, say) makes every name it may
-  // define dependent: the names before its first `=`, none for a store into a buffer (`b[..] = v`),
+  // define dependent: the names before its first `=` and those assigned inside one-line braces
+  // (below), none for a store into a buffer (`b[..] = v`),
   // none for the head of a branch (`if (x_K < 1) {`: what its block assigns is dependent above;
   // counting the names of its condition would make `std` and `int64_t` dependent, and with them
   // every table row of the kernel).

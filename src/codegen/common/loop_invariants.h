@@ -29,7 +29,8 @@ struct HoistedLoopBody {
 // before it and the rest. A statement moves only if it is at the body's top level (not inside a
 // branch or a nested loop), declares or assigns one local from operands none of which depends on
 // `loop_var` (transitively), and is not a store. Anything the split does not recognise stays,
-// and makes every name on its line count as dependent. The loop must run at least once wherever
+// and makes every name it may assign count as dependent (those before its first `=`, and those
+// a one-line branch assigns inside its braces). The loop must run at least once wherever
 // the invariant statements then run (a kernel with an empty box returns before its loops), so
 // nothing runs that the loop would not have run, and every value is the one the loop computed.
 HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string& loop_var);
