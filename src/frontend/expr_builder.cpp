@@ -106,6 +106,11 @@ void require_same_dtype(const Expr& a, const Expr& b, std::string_view what) {
 
 // A tuple with a tuple among its elements. Only make_tuple nodes have such types: every other
 // construct applies elementwise to nested tuples (below), so passes and backends see flat tuples.
+// `where`, `concat_where`, `astype` and labels apply elementwise to flat tuples too: the only
+// tuple values in the IR are make_tuple and tuple scans, so an element of any other tuple is
+// its own expression, and an element nothing reads is not in the program at all (the passes
+// find what a kernel computes by walking what it reads; an unread element holding a scan was
+// never split off into its own kernel: fuzzer seed 186, docs/reliability.md class 26).
 bool is_nested(const Type& t) {
   return std::any_of(t.elements.begin(), t.elements.end(), [](const Type& e) { return e.is_tuple(); });
 }
@@ -447,27 +452,19 @@ Expr where(const Expr& cond, const Expr& a0, const Expr& b0) {
   require_field(cond, "where");
   if (cond.type().dtype != DType::boolean)
     throw DTypeError(fmt::format("where: expected a bool condition, given {}", to_string(cond.type().dtype)));
-  if (is_nested(a0.type()) || is_nested(b0.type()))
-    return elementwise(a0, b0, "where", [&](const Expr& x, const Expr& y) { return where(cond, x, y); });
-  auto [a, b] = adapt(a0, b0, "where");
-  if (a.type().is_tuple() != b.type().is_tuple() ||
-      (a.type().is_tuple() && a.type().elements.size() != b.type().elements.size()))
-    throw DTypeError(fmt::format("where: branches of types {} and {} do not match", a.type().to_string(),
-                                 b.type().to_string()));
-  Type t;
-  if (a.type().is_tuple()) {
-    for (std::size_t i = 0; i < a.type().elements.size(); ++i) {
-      const Type &ea = a.type().elements[i], &eb = b.type().elements[i];
-      if (ea.dtype != eb.dtype)
-        throw DTypeError(fmt::format("where: tuple element {} has dtypes {} and {}", i, to_string(ea.dtype),
-                                     to_string(eb.dtype)));
-      auto dims = unify_dims(cond.type().dims, unify_dims(ea.dims, eb.dims, "where"), "where");
-      t.elements.push_back(Type{ea.dtype, dims, {}});
-    }
-  } else {
-    require_same_dtype(a, b, "where");
-    t = Type{a.type().dtype, unify_dims(cond.type().dims, unify_dims(a.type().dims, b.type().dims, "where"), "where"), {}};
+  if (a0.type().is_tuple() || b0.type().is_tuple()) {  // one choice per element
+    int element = 0;
+    return elementwise(a0, b0, "where", [&](const Expr& x, const Expr& y) {
+      const int i = element++;
+      if (!x.type().is_tuple() && !y.type().is_tuple() && !is_weak(x) && !is_weak(y) && x.type().dtype != y.type().dtype)
+        throw DTypeError(fmt::format("where: tuple element {} has dtypes {} and {}", i, to_string(x.type().dtype),
+                                     to_string(y.type().dtype)));
+      return where(cond, x, y);
+    });
   }
+  auto [a, b] = adapt(a0, b0, "where");
+  require_same_dtype(a, b, "where");
+  const Type t{a.type().dtype, unify_dims(cond.type().dims, unify_dims(a.type().dims, b.type().dims, "where"), "where"), {}};
   return Expr(make_node(ExprKind::where, t, {cond.node(), a.node(), b.node()}));
 }
 
@@ -781,7 +778,7 @@ Expr scan(const std::string& name, ScanDirection direction, std::vector<Scalar> 
 }
 
 Expr named(const std::string& label, const Expr& x) {
-  if (is_nested(x.type())) {  // the label goes to every element
+  if (x.type().is_tuple()) {  // the label goes to every element
     std::vector<Expr> parts;
     for (int i = 0; i < static_cast<int>(x.type().elements.size()); ++i) parts.push_back(named(label, x[i]));
     return make_tuple(parts);

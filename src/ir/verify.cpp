@@ -45,6 +45,15 @@ void verify_expr(const Program& p, const Stmt& st, const ExprPtr& root) {
                                          where_, e->conn.name));
         break;
       }
+      case ExprKind::tuple_get:
+        // The DSL selects an element of any other tuple as its own expression (where, labels,
+        // ...: frontend/expr_builder.cpp), and the passes rely on it: they find a kernel's scans
+        // by walking what it reads, and the unread elements of a tuple kept whole are not walked.
+        if (e->args[0]->kind != ExprKind::scan)
+          throw ProgramError(fmt::format("{}: reads element {} of a {} of type {}; expected an element of a tuple "
+                                         "scan (select the elements of other tuples before combining them)",
+                                         where_, e->offset, to_string(e->args[0]->kind), e->args[0]->type.to_string()));
+        break;
       case ExprKind::concat_where:
         for (const auto& sym : e->bound.parameters()) {
           const Param* prm = p.find(sym);

@@ -279,6 +279,39 @@ TEST(Verify, RejectsAStatementWithoutAValue) {
   EXPECT_ERROR(ProgramError, ir::verify(p), "call 'empty'", "no value");
 }
 
+// A tuple `where` is built element by element, so the only tuples an element is taken of are
+// tuple scans; a hand-built element of a whole tuple `where` (which the passes would only partly
+// walk: docs/reliability.md class 26) is refused by name.
+TEST(Verify, AnElementIsTakenOfATupleScanOnly) {
+  ProgramBuilder pb("elements");
+  Expr a = pb.field("a", {I}, DType::float64), b = pb.field("b", {I}, DType::float64);
+  Expr out = pb.field("out", {I}, DType::float64);
+  pb.call("c", where(a > 0.0, make_tuple({a, b}), make_tuple({b, a}))[1], {out}, {{I, 0, 4}});
+  ir::Program p = pb.build();
+  EXPECT_EQ(p.stmts[0].expr->kind, ir::ExprKind::where);
+  EXPECT_FALSE(p.stmts[0].expr->type.is_tuple());
+  EXPECT_EQ(p.stmts[0].expr->args[1]->name, "b");
+  EXPECT_EQ(p.stmts[0].expr->args[2]->name, "a");
+
+  auto pair = [&](const char* x, const char* y) {
+    auto t = std::make_shared<ir::Expr>();
+    t->kind = ir::ExprKind::make_tuple;
+    t->args = {(x == std::string("a") ? a : b).node(), (y == std::string("a") ? a : b).node()};
+    t->type.elements = {t->args[0]->type, t->args[1]->type};
+    return t;
+  };
+  auto whole = std::make_shared<ir::Expr>(*p.stmts[0].expr);  // where(a > 0, (a, b), (b, a)) kept whole
+  whole->args = {p.stmts[0].expr->args[0], pair("a", "b"), pair("b", "a")};
+  whole->type = whole->args[1]->type;
+  auto element = std::make_shared<ir::Expr>();
+  element->kind = ir::ExprKind::tuple_get;
+  element->type = whole->type.elements[1];
+  element->offset = 1;
+  element->args = {whole};
+  p.stmts[0].expr = element;
+  EXPECT_ERROR(ProgramError, ir::verify(p), "call 'c'", "element 1 of a where", "expected an element of a tuple scan");
+}
+
 }  // namespace
 }  // namespace fieldflow
 

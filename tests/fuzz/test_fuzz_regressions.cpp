@@ -556,5 +556,57 @@ TEST(FuzzRegressions, AnOffsetOutsideTheFieldIsCheckedBeforeItIsRead) {
   }
 }
 
+// Fuzzer seed 186 (shrunk, class 26): one element of a choice between two tuples, where the
+// element not read holds a scan. The selection kept the whole tuple `where` with an index on
+// it; the lowering finds a kernel's scans by walking what is read, so the unread scan was never
+// split off into its own kernel and compile() failed with an InternalError ("a scan that is not
+// its root"). A tuple `where` now selects element by element, as concat_where always did, and
+// the element nobody reads is dropped whole.
+TEST(FuzzRegressions, AnUnreadElementOfATupleChoiceHoldingAScan) {
+  ProgramBuilder pb("tuple_choice_scan");
+  auto a = pb.field("a", {I, K}, DType::float64), g = pb.field("g", {I, K}, DType::float32);
+  auto col = pb.field("col", {K}, DType::float64), o = pb.field("o", {I, K}, DType::float64);
+  auto nk = pb.scalar("nk", DType::int32);
+  const Expr sweep = scan("sweep", ScanDirection::backward, {Scalar(0.0f)},
+                          [](const Expr& c, const std::vector<Expr>& in) { return c * 0.5 + in[0]; }, {g});
+  const Expr choice = where(a > 0.0, make_tuple({a, broadcast(1.0, {K})}), make_tuple({col, astype(sweep, DType::float64)}));
+  pb.call("first", choice[0], {o}, {{I, 0, 5}, {K, 0, nk}});
+  pb.call("second", choice[1] * 2.0, {a}, {{I, 1, 4}, {K, 0, nk}});  // the scan, read in another call
+  const ir::Program p = pb.build();
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+    Field fa({I, K}, DType::float64, {5, 6}, {}, layout), fg({I, K}, DType::float32, {5, 6}, {}, layout);
+    Field fcol({K}, DType::float64, {6}, {}, layout), fo({I, K}, DType::float64, {5, 6}, {}, layout);
+    for (int i = 0; i < 5; ++i)
+      for (int k = 0; k < 6; ++k) {
+        fa.at<double>({i, k}) = (i + k) % 3 - 1.0;  // both signs and zero
+        fg.at<float>({i, k}) = 0.25f * static_cast<float>(i - k);
+        fo.at<double>({i, k}) = -7.0;
+      }
+    for (int k = 0; k < 6; ++k) fcol.at<double>({k}) = 10.0 + k;
+    auto args = [&](Field& xa, Field& xo) {
+      return Arguments().field("a", xa).field("g", fg).field("col", fcol).field("o", xo).scalar("nk", 6);
+    };
+    Field ra = fa.clone(), ro = fo.clone();
+    run_reference(p, args(ra, ro));
+    // The first call by hand: a where a > 0, else col (the scan is not read there).
+    for (int i = 0; i < 5; ++i)
+      for (int k = 0; k < 6; ++k)
+        EXPECT_EQ(ro.at<double>({i, k}), fa.at<double>({i, k}) > 0 ? fa.at<double>({i, k}) : 10.0 + k);
+    for (int threads : {1, 3}) {
+      CompileOptions options = testing_support::cpu_options(layout);
+      options.num_threads = threads;
+      options.parallel_threshold = 0;
+      Field ca = fa.clone(), co = fo.clone();
+      compile(p, options)(args(ca, co));
+      EXPECT_TRUE(same_bits(ro, co, "o"));
+      EXPECT_TRUE(same_bits(ra, ca, "a"));
+    }
+    Field ea = fa.clone(), eo = fo.clone();
+    driver::compile_cuda_emulated(p, testing_support::cpu_options(layout))(args(ea, eo));
+    EXPECT_TRUE(same_bits(ro, eo, "o (CUDA kernels, emulated)"));
+    EXPECT_TRUE(same_bits(ra, ea, "a (CUDA kernels, emulated)"));
+  }
+}
+
 }  // namespace
 }  // namespace fieldflow
