@@ -54,9 +54,16 @@ class Folder {
  public:
   explicit Folder(const std::map<std::string, Scalar>& values) : values_(values) {}
 
+  // A bound with the static values put in, inside its operations too (`n / 2`, `min(n, 8)`):
+  // an operation of constants becomes one, and one that still reads a parameter is rebuilt
+  // around the folded operands (its name and its definition must agree).
   ir::SymExpr fold(const ir::SymExpr& s) const {
     ir::SymExpr out(s.constant);
     for (const auto& [name, k] : s.terms) {
+      if (auto op = s.ops.find(name); op != s.ops.end()) {
+        out = out + ir::sym_operation(op->second->kind, fold(op->second->a), fold(op->second->b)) * k;
+        continue;
+      }
       auto it = values_.find(name);
       out = it != values_.end() ? out + ir::SymExpr(it->second.as_int() * k) : out + ir::SymExpr::symbol(name) * k;
     }
