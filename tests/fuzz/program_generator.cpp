@@ -11,7 +11,9 @@
 //    (except, one in eight, on purpose: reads that leave the fields, rejected while running);
 //  - integer leaves are sometimes near their type's limits (literals, and one input element in
 //    32), so sums, differences, products and neighbour sums wrap around, as the language defines;
-//  - a statement without K (a surface) only reads fields without K.
+//  - a statement without K (a surface) only reads fields without K;
+//  - a domain bound narrowed through minimum/maximum/floor_divide/% only ever shrinks the domain
+//    (max of the low bound, min of the high one), so the budget drawn for the plain bound holds.
 // Anything the DSL still rejects (a DimensionError for a shift along a missing dim, ...) falls
 // back to a simpler expression, so generation never fails.
 #include "fuzz/program_generator.h"
@@ -125,10 +127,22 @@ class Generator {
     c.extents[name] = mesh_ ? FieldExtent{uni(0, 2), uni(0, 2)} : FieldExtent{uni(halo, halo + 1), uni(halo, halo + 1)};
   }
 
+  // A tuple parameter (`tuple_field`): its elements are read as `uv[0]`, `uv[1]` and may be
+  // written as in/out outputs, each a field parameter `uv.0`, `uv.1` of the program.
+  void add_tuple_field(FuzzCase& c, const std::string& name, std::vector<ProgramBuilder::FieldSpec> elements, int loc) {
+    const Expr t = pb_.tuple_field(name, elements);
+    for (std::size_t i = 0; i < elements.size(); ++i) {
+      const std::string element = fmt::format("{}.{}", name, i);
+      fields_.push_back({element, t[static_cast<int>(i)], elements[i].dtype, loc, false, true, true, ""});
+      c.extents[element] = mesh_ ? FieldExtent{uni(0, 2), uni(0, 2)} : FieldExtent{uni(halo, halo + 1), uni(halo, halo + 1)};
+    }
+  }
+
   Connectivity connectivity(const std::string& table) const {
     struct Shape { const char* name; int from, to, width; };  // from: the location the value is at
-    static const Shape shapes[] = {{"V2E", 0, 1, 6}, {"V2C", 0, 2, 6}, {"E2V", 1, 0, 2}, {"E2C2V", 1, 0, 4},
-                                   {"E2C", 1, 2, 2}, {"C2E", 2, 1, 3}, {"C2V", 2, 0, 3}, {"C2E2CO", 2, 2, 4}};
+    static const Shape shapes[] = {{"V2E", 0, 1, 6},  {"V2C", 0, 2, 6},    {"V2E2V", 0, 0, 6}, {"E2V", 1, 0, 2},
+                                   {"E2C2V", 1, 0, 4}, {"E2C", 1, 2, 2},    {"E2C2E", 1, 1, 4}, {"C2E", 2, 1, 3},
+                                   {"C2V", 2, 0, 3},   {"C2E2CO", 2, 2, 4}, {"C2E2C", 2, 2, 3}};
     for (const Shape& s : shapes)
       if (table == s.name) return make_connectivity(s.name, loc_dim(s.from), loc_dim(s.to), s.width);
     throw std::logic_error("unknown table " + table);
@@ -150,6 +164,7 @@ class Generator {
       add_field(c, "o_i64", {I, J, K}, DType::int64, -1, true);
       add_field(c, "o_b", {I, J, K}, DType::boolean, -1, true);
       add_field(c, "o_surf", {I, J}, DType::float64, -1, true);
+      add_tuple_field(c, "uv", {{{I, J, K}, DType::float64}, {{I, J, K}, DType::float32}}, -1);
       for (const char* n : {"ni", "nj", "nk"}) scalars_.emplace(n, pb_.scalar(n, DType::int32));
     } else {
       const char* loc_names[] = {"v", "e", "c"};
@@ -168,15 +183,25 @@ class Generator {
       add_field(c, "w_C2E2CO", {Cell, connectivity("C2E2CO").local}, DType::float64, 2, false, "C2E2CO");
       add_field(c, "w_V2E", {Vertex, connectivity("V2E").local}, DType::float64, 0, false, "V2E");
       add_field(c, "w_E2C2V", {Edge, connectivity("E2C2V").local, K}, DType::float64, 1, false, "E2C2V");
+      // Weights over tables whose -1 entries sit in the middle of a row on the bounded mesh
+      // (E2C2E's slots 2 and 3, any slot of C2E2C), one of them float32 (reductions of float32).
+      add_field(c, "w_E2C2E", {Edge, connectivity("E2C2E").local}, DType::float64, 1, false, "E2C2E");
+      add_field(c, "w_C2E2C", {Cell, connectivity("C2E2C").local, K}, DType::float32, 2, false, "C2E2C");
       add_field(c, "col", {K}, DType::float64, -1, false);
       add_field(c, "l_c", {Cell, K}, DType::int64, 2, false);
       add_field(c, "mask_e", {Edge, K}, DType::boolean, 1, false);
       add_field(c, "o_c_i64", {Cell, K}, DType::int64, 2, true);
       add_field(c, "o_e_b", {Edge, K}, DType::boolean, 1, true);
       add_field(c, "g_e", {Edge, K}, DType::float32, 1, false);
+      add_field(c, "g_v", {Vertex, K}, DType::float32, 0, false);
+      add_field(c, "g_c", {Cell}, DType::float32, 2, false);
+      add_field(c, "mask_c", {Cell, K}, DType::boolean, 2, false);
+      add_field(c, "l_v", {Vertex, K}, DType::int64, 0, false);
+      add_field(c, "l_e", {Edge}, DType::int64, 1, false);
       add_field(c, "m_v", {Vertex, K}, DType::int32, 0, false);
       add_field(c, "o_e_f32", {Edge, K}, DType::float32, 1, true);
       add_field(c, "o_v_i32", {Vertex, K}, DType::int32, 0, true);
+      add_tuple_field(c, "uv_e", {{{Edge, K}, DType::float64}, {{Edge, K}, DType::int32}}, 1);
       for (const char* n : {"n_v", "n_e", "n_c", "nk"}) scalars_.emplace(n, pb_.scalar(n, DType::int32));
     }
     scalars_.emplace("alpha", pb_.scalar("alpha", DType::float64));
@@ -199,6 +224,12 @@ class Generator {
     for (const auto& f : fields_)
       if (f.local == table && (!ctx.flat || !f.has_k)) out.push_back(&f);
     return out;
+  }
+  // A sparse field as weights of dtype t (converted when it has another dtype).
+  static Expr weights_as(const FieldParam& w, DType t) { return w.dtype == t ? w.e : astype(w.e, t); }
+  // A value of dtype t: integer expressions stay shallow (see int_expr).
+  Expr value_of(DType t, const Ctx& ctx, int depth) {
+    return is_integral(t) ? int_expr(ctx, std::min(depth, 1), t) : float_expr(t, ctx, depth);
   }
   // Outputs a statement over the context's dims may write.
   std::vector<const FieldParam*> writable(DType t, const Ctx& ctx) const {
@@ -245,10 +276,10 @@ class Generator {
       auto fs = fields_of(DType::float32, ctx);
       if (!fs.empty()) return astype(pick(fs)->e, DType::float64);
     }
-    if (choice == 10 && mesh_ && t == DType::float64) {  // one stored slot of a sparse field
+    if (choice == 10 && mesh_) {  // one stored slot of a sparse field
       std::vector<const FieldParam*> fs;
       for (const auto& f : fields_)
-        if (!f.local.empty() && f.loc == ctx.loc && (!ctx.flat || !f.has_k)) fs.push_back(&f);
+        if (!f.local.empty() && f.dtype == t && f.loc == ctx.loc && (!ctx.flat || !f.has_k)) fs.push_back(&f);
       if (!fs.empty()) {
         const FieldParam* w = pick(fs);
         const Connectivity conn = connectivity(w->local);
@@ -258,6 +289,14 @@ class Generator {
     return lit(t, real(-2, 2));
   }
 
+  // A Cartesian field read as it is or, sometimes, moved by a shift its halo budget allows.
+  Expr maybe_shifted(const FieldParam& f, const Ctx& ctx) {
+    if (mesh_ || !coin(0.3) || !f.e.type().has(I) || !f.e.type().has(J)) return f.e;
+    const int d = uni(0, 1), s = uni(-2, 2);
+    if (s == 0 || ctx.budget.lo[d] + s < 0 || ctx.budget.hi[d] - s < 0) return f.e;
+    return f.e((d == 0 ? I : J) + s);
+  }
+
   // Integer expressions (int32 or int64) stay shallow; power only raises a leaf. About one literal
   // in three is near the type's limits, or the square root of its range, so + - * wrap around.
   Expr int_expr(const Ctx& ctx, int depth, DType t = DType::int32) {
@@ -265,7 +304,7 @@ class Generator {
     if (depth <= 0 || coin(0.3)) {
       const int choice = uni(0, 5);
       auto fs = fields_of(t, ctx);
-      if (choice <= 1 && !fs.empty()) return pick(fs)->e;
+      if (choice <= 1 && !fs.empty()) return maybe_shifted(*pick(fs), ctx);
       if (choice == 2) return astype(index_of_some_dim(ctx), t);
       if (choice == 3) {  // a float value, often clamped first (NaN and huge values saturate)
         const Expr x = float_expr(DType::float64, ctx, 1);
@@ -278,6 +317,7 @@ class Generator {
       if (coin(0.3)) return near_limit(t);
       return lit(t, uni(-5, 5));
     }
+    if (mesh_ && coin(0.3)) return neighbour_expr(t, ctx, depth);  // integer sums wrap around
     const Expr a = int_expr(ctx, std::min(depth - 1, 1), t), b = int_expr(ctx, std::min(depth - 1, 1), t);
     switch (uni(0, 9)) {
       case 0: return a + b;
@@ -293,7 +333,23 @@ class Generator {
     }
   }
 
+  // A bool field read at a neighbour, through a slot that is never -1.
+  std::optional<Expr> bool_at_neighbour(const Ctx& ctx) {
+    std::vector<std::pair<const Route*, const FieldParam*>> reads;
+    for (const Route& r : routes_into(ctx.loc)) {
+      Ctx at = ctx;
+      at.loc = r.from;
+      for (const FieldParam* b : fields_of(DType::boolean, at))
+        if (r.safe_slots > 0 && b->e.type().has(loc_dim(r.from))) reads.emplace_back(&r, b);
+    }
+    if (reads.empty()) return std::nullopt;
+    const auto& [r, b] = pick(reads);
+    return b->e(connectivity(r->table)[uni(0, r->safe_slots - 1)]);
+  }
+
   Expr bool_expr(const Ctx& ctx, int depth) {
+    if (mesh_ && coin(0.2))
+      if (auto b = bool_at_neighbour(ctx)) return *b;
     switch (uni(0, depth > 0 ? 10 : 6)) {
       case 0: {
         const Expr a = float_expr(DType::float64, ctx, depth), b = float_expr(DType::float64, ctx, 0);
@@ -309,8 +365,10 @@ class Generator {
       case 3: return isfinite(float_expr(DType::float64, ctx, depth));
       case 4: return coin(0.5) ? isnan(float_expr(DType::float64, ctx, depth)) : isinf(float_expr(DType::float32, ctx, depth));
       case 5: {
+        if (mesh_ && coin(0.5))
+          if (auto b = bool_at_neighbour(ctx)) return *b;
         auto fs = fields_of(DType::boolean, ctx);
-        if (!fs.empty()) return pick(fs)->e;
+        if (!fs.empty()) return maybe_shifted(*pick(fs), ctx);
         return scalars_.at("flag");
       }
       case 6: return int_expr(ctx, 1, DType::int64) % lit(DType::int64, 3) == lit(DType::int64, 1);
@@ -344,7 +402,8 @@ class Generator {
         n = scalars_.at(d == I ? "ni" : "nj");
       }
     }
-    const Expr bound = coin(0.5) ? Expr(uni(0, 3)) : n - uni(0, 3);
+    Expr bound = coin(0.5) ? Expr(uni(0, 3)) : n - uni(0, 3);
+    if (coin(0.15)) bound = coin(0.5) ? minimum(bound, Expr(uni(1, 4))) : maximum(bound, floor_divide(n, Expr(2)));
     switch (uni(0, 5)) {
       case 0: return d == bound;
       case 1: return d != bound;
@@ -434,12 +493,13 @@ class Generator {
   // A value at location ctx.loc computed from values at another location, through a table.
   // A table into `loc`, from the location its values come from; its first safe_slots slots never hold -1.
   struct Route { const char* table; int from; int safe_slots; };
-  const Route& pick_route(int loc) {
-    static const std::vector<Route> to_vertex = {{"V2E", 1, 0}, {"V2C", 2, 0}};
-    static const std::vector<Route> to_edge = {{"E2V", 0, 2}, {"E2C2V", 0, 2}, {"E2C", 2, 1}};
-    static const std::vector<Route> to_cell = {{"C2E", 1, 3}, {"C2V", 0, 3}, {"C2E2CO", 2, 1}};
-    return pick(loc == 0 ? to_vertex : loc == 1 ? to_edge : to_cell);
+  static const std::vector<Route>& routes_into(int loc) {
+    static const std::vector<Route> to_vertex = {{"V2E", 1, 0}, {"V2C", 2, 0}, {"V2E2V", 0, 0}};
+    static const std::vector<Route> to_edge = {{"E2V", 0, 2}, {"E2C2V", 0, 2}, {"E2C", 2, 1}, {"E2C2E", 1, 2}};
+    static const std::vector<Route> to_cell = {{"C2E", 1, 3}, {"C2V", 0, 3}, {"C2E2CO", 2, 1}, {"C2E2C", 2, 0}};
+    return loc == 0 ? to_vertex : loc == 1 ? to_edge : to_cell;
   }
+  const Route& pick_route(int loc) { return pick(routes_into(loc)); }
 
   Expr reduce(const Expr& local, const Connectivity& conn) {
     switch (uni(0, 2)) {
@@ -452,41 +512,53 @@ class Generator {
   // A reduction over the neighbours of a neighbour: `x(B)(A[s])` is, at each point, the local
   // field of B around the point's neighbour A[s] (fvm's `fe(V2E)(E2V[0])`), maybe weighted by a
   // sparse field read at that neighbour too; reduced over B. A's slot never holds -1.
-  Expr chained_expr(const Ctx& ctx, int depth) {
+  Expr chained_expr(DType t, const Ctx& ctx, int depth) {
     Route a = pick_route(ctx.loc);
-    if (a.safe_slots == 0) return float_expr(DType::float64, ctx, depth - 1);
+    if (a.safe_slots == 0) return value_of(t, ctx, depth - 1);
     const Connectivity first = connectivity(a.table);
     const Route& b = pick_route(a.from);
     const Connectivity second = connectivity(b.table);
     Ctx inner = ctx;
     inner.loc = b.from;
-    const Expr x = float_expr(DType::float64, inner, depth - 1);
+    const Expr x = value_of(t, inner, depth - 1);
     if (!x.type().has(loc_dim(b.from))) return x;
     const int s = uni(0, a.safe_slots - 1);
     Expr local = x(second)(first[s]);
     Ctx at_neighbour = ctx;
     at_neighbour.loc = a.from;
     const auto ws = sparse_fields(b.table, at_neighbour);
-    if (!ws.empty() && coin(0.5)) local = local * pick(ws)->e(first[s]);
+    if (!ws.empty() && coin(0.5)) local = local * weights_as(*pick(ws), t)(first[s]);
     return reduce(local, second);
   }
 
-  Expr neighbour_expr(const Ctx& ctx, int depth) {
-    if (coin(0.3)) return chained_expr(ctx, depth);
+  // A value of dtype t (any but bool) at the statement's location, from values at another
+  // location: a fixed neighbour slot, or a reduction of a local field. Integer sums wrap around;
+  // an element with no neighbour reduces to 0, or the dtype's lowest or highest value.
+  Expr neighbour_expr(DType t, const Ctx& ctx, int depth) {
+    try {
+      return neighbour_node(t, ctx, depth);
+    } catch (const Error&) {
+      return value_of(t, ctx, 0);  // the DSL refused this combination: use something simpler
+    }
+  }
+  Expr neighbour_node(DType t, const Ctx& ctx, int depth) {
+    if (t == DType::float64 && coin(0.2))  // reduced in another dtype, then converted
+      return astype(neighbour_node(pick(std::vector<DType>{DType::float32, DType::int32, DType::int64}), ctx, depth), t);
+    if (coin(0.3)) return chained_expr(t, ctx, depth);
     const Route& r = pick_route(ctx.loc);
     const Connectivity conn = connectivity(r.table);
     const auto weights = sparse_fields(r.table, ctx);
-    if (!weights.empty() && coin(0.1)) return reduce(pick(weights)->e, conn);  // the weights alone
+    if (!weights.empty() && coin(0.1)) return reduce(weights_as(*pick(weights), t), conn);  // the weights alone
     Ctx inner = ctx;
     inner.loc = r.from;
-    Expr x = float_expr(DType::float64, inner, depth - 1);
+    Expr x = value_of(t, inner, depth - 1);
     // Around a vertex, often the sum of a vertex field at both ends of each edge (fvm_nabla's edge
     // average): every such pair of a row shares the vertex's column, which compiled code then
     // loads once (codegen/common/loop_invariants.h, share_common_columns).
     if (std::string_view(r.table) == "V2E" && coin(0.5)) {
       Ctx at_vertex = ctx;
       at_vertex.loc = 0;
-      const auto fs = fields_of(DType::float64, at_vertex);
+      const auto fs = fields_of(t, at_vertex);
       const Connectivity e2v = make_connectivity("E2V", loc_dim(1), loc_dim(0), 2);
       if (!fs.empty()) {
         const Expr y = pick(fs)->e;
@@ -499,8 +571,8 @@ class Generator {
     if (r.safe_slots > 0 && coin(0.4)) return x(conn[uni(0, r.safe_slots - 1)]);
     if (unsafe) return x(conn[conn.max_neighbors - 1]);
     Expr local = x(conn);
-    if (!weights.empty() && coin(0.3)) local = pick(weights)->e * local;  // geofac-style weights
-    else if (coin(0.3)) local = local * float_leaf(DType::float64, ctx);  // weights at the source point
+    if (!weights.empty() && coin(0.3)) local = weights_as(*pick(weights), t) * local;  // geofac-style weights
+    else if (coin(0.3)) local = local * value_of(t, ctx, 0);  // weights at the source point
     return reduce(local, conn);
   }
 
@@ -610,12 +682,15 @@ class Generator {
         const std::vector<double> exponents{0.5, 2, 3};
         return uni(0, 1) ? fmod(sub(), sub()) : power(abs(sub()), lit(t, pick(exponents)));
       }
-      case 7: return coin(0.8) ? where(bool_expr(ctx, depth - 1), sub(), sub()) : if_(scalars_.at("flag"), sub(), sub());
+      case 7:
+        if (coin(0.1))  // one element of a choice between tuples
+          return where(bool_expr(ctx, depth - 1), make_tuple({sub(), sub()}), make_tuple({sub(), sub()}))[uni(0, 1)];
+        return coin(0.8) ? where(bool_expr(ctx, depth - 1), sub(), sub()) : if_(scalars_.at("flag"), sub(), sub());
       case 8: {
         const IndexCondition cond = condition(ctx);
         return concat_where(cond, sub(), sub());
       }
-      case 9: case 10: return mesh_ ? (f64 ? neighbour_expr(ctx, depth) : sub()) : cartesian_shift(t, ctx, depth);
+      case 9: case 10: return mesh_ ? neighbour_expr(t, ctx, depth) : cartesian_shift(t, ctx, depth);
       case 11: return vertical_shift(t, ctx, depth);
       case 12: return materialize(fmt::format("t{}", labels_++), sub());
       case 13: return f64 ? astype(float_expr(DType::float32, ctx, depth - 1), DType::float64)
@@ -628,7 +703,10 @@ class Generator {
       case 16:
         if (f64 && ctx.allow_scan && depth >= 2) return scan_expr(ctx, depth);
         return sub() + float_leaf(t, ctx);
-      case 17: return mesh_ && f64 ? neighbour_expr(ctx, depth) : sub() - float_leaf(t, ctx);
+      case 17: return mesh_ ? neighbour_expr(t, ctx, depth) : sub() - float_leaf(t, ctx);
+      case 19:  // meshes have no Cartesian shifts (cases 9 and 10): more dynamic ones instead
+        if (mesh_) return dynamic_shift(t, ctx, depth);
+        return float_leaf(t, ctx) * sub();
       case 20: return dynamic_shift(t, ctx, depth);
       default: return float_leaf(t, ctx) * sub();
     }
@@ -643,7 +721,8 @@ class Generator {
     }
     ctx.loc = uni(0, 2);
     const int before = scans_made_;
-    Expr e = coin(0.5) && ctx.allow_scan ? scan_expr(ctx, uni(2, 3)) : float_expr(DType::float64, ctx, uni(2, 3));
+    // Meshes a little more often: their sweeps' consumers fuse into the level loop on CUDA.
+    Expr e = coin(mesh_ ? 0.65 : 0.5) && ctx.allow_scan ? scan_expr(ctx, uni(2, 3)) : float_expr(DType::float64, ctx, uni(2, 3));
     e = materialize(fmt::format("shared{}", shared_.size()), e);
     shared_.push_back({e, ctx.budget, scans_made_ > before, ctx.loc});
   }
@@ -652,6 +731,22 @@ class Generator {
     std::vector<ProgramBuilder::Bound> bounds;
     Ctx ctx;
   };
+
+  // Sometimes a bound that depends on the sizes in other ways (minimum, maximum, //, %), never
+  // past the plain one: the domain only shrinks (maybe to nothing), so every read stays inside
+  // the halo budget drawn for it.
+  Expr narrower_lo(int lo, const Expr& n) {
+    if (!coin(0.1)) return lo;
+    return coin(0.5) ? maximum(Expr(lo), n - uni(2, 5)) : maximum(Expr(lo), floor_divide(n, Expr(uni(2, 3))));
+  }
+  Expr narrower_hi(const Expr& hi, const Expr& n) {
+    if (!coin(0.1)) return hi;
+    switch (uni(0, 2)) {
+      case 0: return minimum(hi, Expr(uni(1, 6)));
+      case 1: return minimum(hi, floor_divide(n, Expr(2)) + 1);
+      default: return minimum(hi, n % Expr(4) + 2);
+    }
+  }
 
   DomainChoice draw_domain() {
     DomainChoice d;
@@ -669,14 +764,15 @@ class Generator {
         const int lo = pick(std::vector<int>{-1, 0, 0, 1, 2});
         const int hi_off = pick(std::vector<int>{-2, -1, 0, 0, 1});
         const Expr n = scalars_.at(dim == 0 ? "ni" : "nj");
-        d.bounds.push_back({dim == 0 ? I : J, lo, n + hi_off});
+        d.bounds.push_back({dim == 0 ? I : J, narrower_lo(lo, n), narrower_hi(n + hi_off, n)});
         d.ctx.budget.lo[dim] = lo + halo;
         d.ctx.budget.hi[dim] = halo - hi_off;
       }
     } else {
       d.ctx.loc = uni(0, 2);
       const int lo = pick(std::vector<int>{0, 0, 1, 2, 3}), hi_off = pick(std::vector<int>{0, 0, 1, 2, 3});
-      d.bounds.push_back({loc_dim(d.ctx.loc), lo, loc_size(d.ctx.loc) - hi_off});
+      const Expr n = loc_size(d.ctx.loc);
+      d.bounds.push_back({loc_dim(d.ctx.loc), narrower_lo(lo, n), narrower_hi(n - hi_off, n)});
     }
     return d;
   }
@@ -699,6 +795,12 @@ class Generator {
         if (!o1) return;
         const Expr a = top_value(d.ctx, depth);
         std::vector<Expr> rest;
+        std::vector<DType> rest_types;
+        auto element = [&](DType t) {
+          return t == DType::int32     ? int_expr(d.ctx, 1)
+                 : t == DType::boolean ? bool_expr(d.ctx, depth - 1)
+                                       : float_expr(t, d.ctx, depth - 1);
+        };
         std::vector<std::string> used = {o1->name};
         outs = {o1->e};
         const int more = coin(0.3) ? 2 : 1;
@@ -712,18 +814,30 @@ class Generator {
           if (!o) continue;
           used.push_back(o->name);
           outs.push_back(o->e);
-          rest.push_back(t == DType::int32     ? int_expr(d.ctx, 1)
-                         : t == DType::boolean ? bool_expr(d.ctx, depth - 1)
-                                               : float_expr(t, d.ctx, depth - 1));
+          rest_types.push_back(t);
+          rest.push_back(element(t));
         }
         if (rest.empty()) return;
         // (a, b, c) or (a, (b, c)): a call writes the leaves in order either way (the builder
         // flattens the nesting, so the IR never shows it).
-        value = rest.size() == 2 && coin(0.5) ? make_tuple({a, make_tuple(rest)}) : [&] {
-          std::vector<Expr> all = {a};
-          all.insert(all.end(), rest.begin(), rest.end());
+        const bool nested = rest.size() == 2 && coin(0.5);
+        auto tuple_of = [&](const Expr& first, const std::vector<Expr>& others) {
+          if (nested) return make_tuple({first, make_tuple(others)});
+          std::vector<Expr> all = {first};
+          all.insert(all.end(), others.begin(), others.end());
           return make_tuple(all);
-        }();
+        };
+        value = tuple_of(a, rest);
+        if (coin(0.3)) {  // a choice between two tuples of the same structure, element by element
+          std::vector<Expr> rest2;
+          for (DType t : rest_types) rest2.push_back(element(t));
+          const Expr other = tuple_of(float_expr(DType::float64, d.ctx, depth - 1), rest2);
+          switch (uni(0, 2)) {
+            case 0: value = where(bool_expr(d.ctx, depth - 1), value, other); break;
+            case 1: value = if_(scalars_.at("flag"), value, other); break;
+            default: value = concat_where(condition(d.ctx), value, other); break;
+          }
+        }
       } else if (kind == 1) {
         value = float_expr(DType::float32, d.ctx, depth);
         const FieldParam* o = out_field(DType::float32, "");

@@ -81,6 +81,9 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
     std::set<std::string> domains;
     for (const ir::Stmt& st : c.program.stmts) {
       domains.insert(ir::to_string(st.domain));
+      for (const ir::DomainRange& r : st.domain)
+        for (const ir::SymExpr* b : {&r.lo, &r.hi})
+          if (!b->ops.empty()) seen["domain bound through minimum, maximum, // or %"]++;
       if (st.outputs.size() > 1) seen["tuple outputs"]++;
       if (st.outputs.size() > 2) seen["three outputs"]++;
       for (const std::string& o : st.outputs)
@@ -103,6 +106,19 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
             std::any_of(e->type.dims.begin(), e->type.dims.end(),
                         [](const Dimension& d) { return d.kind == DimKind::local; }))
           seen["sparse field"]++;
+        if (e->kind == ir::ExprKind::reduce)
+          seen[std::string("reduce of ") + std::string(to_string(e->type.dtype))]++;
+        if (e->kind == ir::ExprKind::reduce || e->kind == ir::ExprKind::neighbor_shift)
+          seen["table " + e->conn.name]++;
+        if (e->kind == ir::ExprKind::shift && is_integral(e->type.dtype)) seen["shifted integer field"]++;
+        if (e->kind == ir::ExprKind::shift && e->type.dtype == DType::boolean) seen["shifted bool field"]++;
+        if (e->kind == ir::ExprKind::neighbor_shift && e->type.dtype == DType::boolean)
+          seen["bool at a neighbour"]++;
+        if (e->kind == ir::ExprKind::concat_where && !e->bound.ops.empty())
+          seen["concat_where bound through minimum or maximum"]++;
+        // A tuple parameter's elements are fields named "uv.0", "uv.1".
+        if (e->kind == ir::ExprKind::field_ref && e->name.find('.') != std::string::npos)
+          seen["tuple parameter"]++;
         if (e->kind == ir::ExprKind::scan) seen[e->forward ? "forward scan" : "backward scan"]++;
         if (e->kind == ir::ExprKind::scan && e->init.size() > 1) seen["tuple carry"]++;
         if (e->kind == ir::ExprKind::scan && e->init[0].dtype() == DType::float32) seen["float32 scan"]++;
@@ -166,7 +182,10 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
         "if_", "chained neighbour shift", "sparse field", "local_slot", "three outputs", "mesh rows longer than a block", "cartesian rows longer than a block",
         "outputs of mixed dtypes", "float32 scan", "integer arithmetic near a limit", "consumer in a sweep (cuda)",
         "scan result in registers (cuda)", "consumer in a sweep on a mesh (cuda)", "consumer of a tuple carry in a sweep (cuda)",
-        "transient producer in a sweep (cuda)", "fused scan result also stored (cuda)", "runs of levels (cuda)"})
+        "transient producer in a sweep (cuda)", "fused scan result also stored (cuda)", "runs of levels (cuda)",
+        "reduce of float32", "reduce of int32", "reduce of int64", "table V2E2V", "table E2C2E", "table C2E2C",
+        "shifted integer field", "shifted bool field", "bool at a neighbour", "tuple parameter",
+        "domain bound through minimum, maximum, // or %", "concat_where bound through minimum or maximum"})
     EXPECT_GE(seen[feature], 5) << feature;
   EXPECT_GE(seen["runs of levels that check reads (cuda)"], 3);  // a dynamic offset in a mesh kernel's run
   for (const auto& [feature, n] : seen)
