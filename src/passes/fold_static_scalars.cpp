@@ -31,8 +31,15 @@ std::optional<bool> fold_predicate(const Expr& e) {
     return e.args[0]->literal.as_int() == 0;
   if (e.kind != ExprKind::binary || !is_literal(e.args[0]) || !is_literal(e.args[1])) return std::nullopt;
   const Scalar &a = e.args[0]->literal, &b = e.args[1]->literal;
-  if (ir::is_logical(e.bop))
-    return e.bop == ir::BinaryOp::logical_and ? (a.as_int() != 0 && b.as_int() != 0) : (a.as_int() != 0 || b.as_int() != 0);
+  if (ir::is_logical(e.bop)) {
+    const bool x = a.as_int() != 0, y = b.as_int() != 0;
+    switch (e.bop) {
+      case ir::BinaryOp::logical_and: return x && y;
+      case ir::BinaryOp::logical_or: return x || y;
+      case ir::BinaryOp::logical_xor: return x != y;
+      default: FIELDFLOW_UNREACHABLE("a logical operator other than and, or, xor");
+    }
+  }
   if (!ir::is_comparison(e.bop)) return std::nullopt;
   const bool fl = is_floating(a.dtype());
   const int c = fl ? (a.as_double() < b.as_double() ? -1 : a.as_double() > b.as_double() ? 1 : 0)

@@ -313,6 +313,39 @@ TEST_F(Gaps, EachStaticValueIsItsOwnModule) {
   EXPECT_TRUE(same_values(snapshot(r), snapshot(ob)));
 }
 
+// Logic of static bools folds as the language defines it. The fold took every logical operator
+// other than & for |, so `true ^ flag` with flag = true kept the where's first branch (fuzzer seed
+// 24100158, docs/reliability.md class 28).
+TEST_F(Gaps, StaticBoolsFoldWithTheLanguagesLogic) {
+  const std::vector<std::string> names = {"o_and", "o_or", "o_xor", "o_not", "o_eq"};
+  ProgramBuilder pb("static_logic");
+  Expr f = pb.field("f", {Cell, K}, DType::float64);
+  Expr p = pb.scalar("p", DType::boolean), q = pb.scalar("q", DType::boolean);
+  const std::vector<Expr> conditions = {p & q, p | q, p ^ q, ~p, p == q};
+  for (std::size_t i = 0; i < names.size(); ++i)
+    pb.call("s_" + names[i], where(conditions[i], f, -f), {pb.field(names[i], {Cell, K}, DType::float64)},
+            {{Cell, 0, 4}, {K, 0, 3}});
+  const ir::Program program = pb.build();
+  for (const bool pv : {false, true})
+    for (const bool qv : {false, true}) {
+      CompileOptions options;
+      options.backend = kBackend;
+      options.static_scalars = {{"p", Scalar(pv)}, {"q", Scalar(qv)}};
+      CompiledProgram compiled = compile(program, options);
+      Field ff = filled({Cell, K}, {4, 3}, 21);
+      std::vector<Field> o;
+      for (std::size_t i = 0; i < names.size(); ++i) o.push_back(filled({Cell, K}, {4, 3}, -1));
+      Arguments args;
+      args.field("f", ff).scalar("p", pv).scalar("q", qv);
+      for (std::size_t i = 0; i < names.size(); ++i) args.field(names[i], o[i]);
+      compiled(args);
+      const bool expected[] = {pv && qv, pv || qv, pv != qv, !pv, pv == qv};
+      for (std::size_t i = 0; i < names.size(); ++i)
+        EXPECT_TRUE(matches(o[i], [&](const Index& x) { return expected[i] ? at(ff, x) : -at(ff, x); }))
+            << names[i] << " with p = " << pv << ", q = " << qv;
+    }
+}
+
 TEST_F(Gaps, StaticScalarOptionErrors) {
   const ir::Program p = StaticProgram().program;
   CompileOptions options;
