@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The fuzzer must name the seed it was running when a fatal signal ends it (a generated module
-# that crashes kills the whole campaign, and progress lines come only every 10 s). A real
-# SIGSEGV is sent once the first seed is compiling (a file appears in the fresh compile cache),
-# so the fuzzer carries no hook for this test.
+# With --in-process, the fuzzer must name the seed it was running when a fatal signal ends it (a
+# generated module that crashes kills the whole campaign there, and progress lines come only every
+# 10 s). A real SIGSEGV is sent once the first seed is compiling (a file appears in the fresh
+# compile cache), so the fuzzer carries no hook for this test.
 #   crash_note_test.sh FUZZER SEED
 set -u
 fuzzer=$1 seed=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$fuzzer" --seed "$seed" --count 1000 --no-cuda-emulation --cache-dir "$work/cache" >"$work/out" 2>&1 &
+"$fuzzer" --seed "$seed" --count 1000 --no-cuda-emulation --in-process --cache-dir "$work/cache" >"$work/out" 2>&1 &
 pid=$!
 for _ in $(seq 1 1200); do  # up to 120 s: a loaded machine, or a sanitized build
   [ -n "$(find "$work/cache" -type f 2>/dev/null | head -n 1)" ] && break

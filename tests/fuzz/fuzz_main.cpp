@@ -2,6 +2,9 @@
 // kernels against the reference executor. Seeds start..start+count-1 (or until --minutes have passed); each seed is one random
 // program with its own sizes and layouts. On the first failure of each kind the case is shrunk
 // and printed with the command that reproduces it. Exit status 1 when anything failed.
+// Each check runs in a child process (fuzz/isolated.h), so a crash, a sanitizer's report or a
+// hang of generated code is a failure like any other: shrunk, and the campaign goes on. This
+// process only generates and shrinks programs.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -16,6 +19,7 @@
 
 #include "fieldflow/errors.h"
 #include "fuzz/differential.h"
+#include "fuzz/isolated.h"
 #include "fuzz/shrink.h"
 
 using namespace fieldflow;
@@ -23,9 +27,10 @@ using namespace fieldflow::fuzz;
 
 namespace {
 
-// A crash (a generated module reading far out of bounds, say) kills the whole campaign before the
-// seed is shrunk or even named: the progress lines come only every 10 s. The handler names the
-// seed being run, with only async-signal-safe calls, then lets the signal end the process.
+// A crash of this process (with --in-process, a generated module reading far out of bounds, say;
+// else the generator or the shrinker) kills the whole campaign before the seed is shrunk or even
+// named: the progress lines come only every 10 s. The handler names the seed being run, with only
+// async-signal-safe calls, then lets the signal end the process.
 char crash_note[160] = "\nCRASH before the first seed\n";
 
 std::atomic_flag crash_noted = ATOMIC_FLAG_INIT;  // several threads may fault at once: one note
@@ -36,10 +41,26 @@ extern "C" void on_fatal_signal(int sig) {
   std::raise(sig);
 }
 
+constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct sigaction previous_actions[std::size(kFatalSignals)];  // a sanitizer's handlers, or the defaults
+
+void install_crash_note() {
+  struct sigaction note {};
+  note.sa_handler = on_fatal_signal;
+  sigemptyset(&note.sa_mask);
+  for (std::size_t i = 0; i < std::size(kFatalSignals); ++i) sigaction(kFatalSignals[i], &note, &previous_actions[i]);
+}
+
+// In a child running a check: a crash there is reported by the parent, and a sanitizer's own
+// handler (its report with a stack) is worth more than the note.
+void restore_previous_handlers() {
+  for (std::size_t i = 0; i < std::size(kFatalSignals); ++i) sigaction(kFatalSignals[i], &previous_actions[i], nullptr);
+}
+
 void note_seed(std::uint64_t seed) {
   std::snprintf(crash_note, sizeof crash_note,
                 "\nCRASH in seed %llu (a fatal signal; not shrunk): reproduce with fieldflow_fuzz_programs --seed %llu "
-                "--count 1, under gdb for the stack\n",
+                "--count 1 --in-process, under gdb for the stack\n",
                 static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
 }
 
@@ -76,10 +97,25 @@ int main(int argc, char** argv) {
   app.add_flag("--all-threads", all_threads, "every thread count 1-4 in every memory mode (slower)");
   bool no_cuda = false;
   app.add_flag("--no-cuda-emulation", no_cuda, "only the CPU backend, directly and through the C API (no emulated CUDA kernels or runner)");
+  bool in_process = false;
+  app.add_flag("--in-process", in_process, "run the checks in this process, not in a child each (to debug a crash under gdb)");
+  int timeout_s = 600;
+  app.add_option("--timeout", timeout_s, "seconds a check may run in its child before it is killed and reported as hung")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   if (count == 0 && minutes <= 0) count = 100;
 
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, on_fatal_signal);
+  install_crash_note();
+  // Every check goes through here: in a child process unless --in-process. Shrink tries are quiet:
+  // a crash's sanitizer report would otherwise be printed once per try.
+  auto run_check = [&](const FuzzCase& t, const RunConfig& cfg, RunStats& st, bool quiet) -> std::optional<Failure> {
+    if (in_process) return check_case(t, cfg, st);
+    IsolationOptions options;
+    options.timeout = std::chrono::seconds(timeout_s);
+    options.quiet = quiet;
+    options.in_child = restore_previous_handlers;
+    return run_isolated([&](RunStats& child_stats) { return check_case(t, cfg, child_stats); }, st, options);
+  };
   RunConfig config;
   config.cache_dir = cache_dir;
   config.every_thread_count_in_every_mode = all_threads;
@@ -113,33 +149,36 @@ int main(int argc, char** argv) {
       continue;
     }
     ++tried;
-    const auto failure = check_case(c, config, stats);
+    const auto failure = run_check(c, config, stats, false);
     if (failure) {
       ++failed;
       const bool first_of_kind = failures_by_kind[failure->kind]++ == 0;
       fmt::print("\nFAIL seed {}: {}\n  {}\n", s, failure->kind, failure->detail);
       if (first_of_kind && shrink_attempts > 0) {
-        // Shrink against the failing variant only (its mode, thread count and layout).
+        // Shrink against the failing variant only (its mode, thread count and layout). A crashed
+        // child did not say which variant it was running: shrink against all of them.
         RunConfig narrow = config;
-        narrow.modes = {failure->mode};
-        narrow.threads = {failure->threads};
-        narrow.every_thread_count_in_every_mode = true;
-        narrow.paths = {failure->path};
         FuzzCase start_case = c;
-        start_case.layouts = {failure->layout};
+        if (!is_process_failure(*failure)) {
+          narrow.modes = {failure->mode};
+          narrow.threads = {failure->threads};
+          narrow.every_thread_count_in_every_mode = true;
+          narrow.paths = {failure->path};
+          start_case.layouts = {failure->layout};
+        }
         const std::string kind = failure->kind;
         RunStats scratch;
         auto still_fails = [&](const FuzzCase& t) {
-          const auto f = check_case(t, narrow, scratch);
+          const auto f = run_check(t, narrow, scratch, true);
           return f && f->kind == kind;
         };
         ShrinkStats sh;
         FuzzCase small = still_fails(start_case) ? shrink_case(start_case, still_fails, shrink_attempts, sh) : c;
-        const auto again = check_case(small, narrow, scratch);
+        const auto again = run_check(small, narrow, scratch, true);
         fmt::print("  minimal failing program ({} shrink attempts, {} accepted):\n", sh.attempts, sh.accepted);
         print_case(small);
         if (again) fmt::print("  fails with: {}: {}\n", again->kind, again->detail);
-        fmt::print("  reproduce: fieldflow_fuzz_programs --seed {} --count 1\n\n", s);
+        fmt::print("  reproduce: fieldflow_fuzz_programs --seed {} --count 1 (add --in-process to debug it under gdb)\n\n", s);
       }
     }
     if (elapsed() - last_report > 10) {
