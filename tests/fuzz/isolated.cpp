@@ -131,13 +131,6 @@ void write_all(int fd, std::string_view data) {
   ::_exit(0);  // no atexit handlers or static destructors: they belong to the parent's state
 }
 
-Failure process_failure(std::string kind, std::string detail) {
-  Failure f;
-  f.kind = std::move(kind);
-  f.detail = std::move(detail);
-  return f;
-}
-
 }  // namespace
 
 bool is_process_failure(const Failure& f) {
@@ -187,14 +180,13 @@ std::optional<Failure> run_isolated(const std::function<std::optional<Failure>(R
   }
 
   if (timed_out)
-    return process_failure("hung", fmt::format("the child running the check was still running after {} s and was killed",
-                                               options.timeout.count()));
+    return Failure{"hung", fmt::format("the child running the check was still running after {} s and was killed",
+                                       options.timeout.count())};
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
     const char* abbrev = ::sigabbrev_np(sig);
-    return process_failure(fmt::format("crashed: SIG{}", abbrev ? abbrev : std::to_string(sig)),
-                           fmt::format("the child running the check was killed by signal {} ({})", sig,
-                                       ::strsignal(sig)));
+    return Failure{fmt::format("crashed: SIG{}", abbrev ? abbrev : std::to_string(sig)),
+                   fmt::format("the child running the check was killed by signal {} ({})", sig, ::strsignal(sig))};
   }
   RunStats child_stats;
   std::optional<Failure> f;
@@ -203,9 +195,9 @@ std::optional<Failure> run_isolated(const std::function<std::optional<Failure>(R
     return f;
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return process_failure(fmt::format("died: exit status {}", code),
-                         fmt::format("the child running the check exited with status {} without reporting "
-                                     "(a sanitizer's report, or std::exit, is in its output above)", code));
+  return Failure{fmt::format("died: exit status {}", code),
+                 fmt::format("the child running the check exited with status {} without reporting "
+                             "(a sanitizer's report, or std::exit, is in its output above)", code)};
 }
 
 }  // namespace fieldflow::fuzz

@@ -119,12 +119,17 @@ class Generator {
     std::string local;  // a sparse field's connectivity (one value per neighbour), else ""
   };
 
+  // How far a field reaches past [0, n) on each side: Cartesian fields at least the halo budget.
+  FieldExtent random_extent() {
+    return mesh_ ? FieldExtent{uni(0, 2), uni(0, 2)} : FieldExtent{uni(halo, halo + 1), uni(halo, halo + 1)};
+  }
+
   void add_field(FuzzCase& c, const std::string& name, std::vector<Dimension> dims, DType t, int loc, bool output,
                  const std::string& local = "") {
     const bool has_k = std::find(dims.begin(), dims.end(), K) != dims.end();
     const bool full = local.empty() && dims.size() - (has_k ? 1 : 0) == (mesh_ ? 1u : 2u);
     fields_.push_back({name, pb_.field(name, std::move(dims), t), t, loc, output, full, has_k, local});
-    c.extents[name] = mesh_ ? FieldExtent{uni(0, 2), uni(0, 2)} : FieldExtent{uni(halo, halo + 1), uni(halo, halo + 1)};
+    c.extents[name] = random_extent();
   }
 
   // A tuple parameter (`tuple_field`): its elements are read as `uv[0]`, `uv[1]` and may be
@@ -134,7 +139,7 @@ class Generator {
     for (std::size_t i = 0; i < elements.size(); ++i) {
       const std::string element = fmt::format("{}.{}", name, i);
       fields_.push_back({element, t[static_cast<int>(i)], elements[i].dtype, loc, false, true, true, ""});
-      c.extents[element] = mesh_ ? FieldExtent{uni(0, 2), uni(0, 2)} : FieldExtent{uni(halo, halo + 1), uni(halo, halo + 1)};
+      c.extents[element] = random_extent();
     }
   }
 
