@@ -43,9 +43,6 @@
 
 namespace fieldflow::fuzz {
 
-namespace {
-
-
 // The most derived fieldflow error kind of an exception, by name.
 std::string error_kind(const std::exception& e) {
 #define FIELDFLOW_KIND(Name) \
@@ -59,6 +56,17 @@ std::string error_kind(const std::exception& e) {
 #undef FIELDFLOW_KIND
   return "non-fieldflow exception";
 }
+
+bool same_element(const Field& a, std::int64_t ia, const Field& b, std::int64_t ib) {
+  const std::size_t w = size_of(a.dtype());
+  const auto* pa = static_cast<const char*>(a.data()) + ia * w;
+  const auto* pb = static_cast<const char*>(b.data()) + ib * w;
+  if (std::memcmp(pa, pb, w) == 0) return true;
+  return is_floating(a.dtype()) && std::isnan(a.get_as_double(ia)) && std::isnan(b.get_as_double(ib));
+}
+
+namespace {
+
 
 // What one call did: accepted (fields hold the results) or rejected with an error kind.
 struct Outcome {
@@ -80,13 +88,7 @@ template <class Fn> Outcome run_call(const CallData& data, Fn&& call) {
   return o;
 }
 
-bool same_value(const Field& a, const Field& b, std::int64_t i) {
-  const std::size_t w = size_of(a.dtype());
-  const auto* pa = static_cast<const char*>(a.data()) + i * w;
-  const auto* pb = static_cast<const char*>(b.data()) + i * w;
-  if (std::memcmp(pa, pb, w) == 0) return true;
-  return is_floating(a.dtype()) && std::isnan(a.get_as_double(i)) && std::isnan(b.get_as_double(i));
-}
+bool same_value(const Field& a, const Field& b, std::int64_t i) { return same_element(a, i, b, i); }
 
 // The first difference between the expected and the actual fields, or "".
 std::string compare_fields(const std::map<std::string, Field>& want, const std::map<std::string, Field>& got) {

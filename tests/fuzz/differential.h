@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "fieldflow/field.h"
 #include "fieldflow/memory.h"
 #include "fuzz/program_generator.h"
 
@@ -50,6 +51,14 @@ struct RunStats {
   std::uint64_t static_scalar_calls = 0;                       // of compiled_calls: every scalar folded in
   std::uint64_t c_api_calls = 0;                               // of compiled_calls: through the C API
 };
+
+// The most derived fieldflow error kind of an exception, by name ("DomainError", ...).
+std::string error_kind(const std::exception& e);
+
+// Whether element ia of `a` equals element ib of `b` (linear offsets, same dtype) bit for bit,
+// where any NaN equals any NaN (a NaN's sign and payload depend on operand order, which is not
+// semantics).
+bool same_element(const Field& a, std::int64_t ia, const Field& b, std::int64_t ib);
 
 // Runs every size and layout of the case; returns the first failure, if any.
 std::optional<Failure> check_case(const FuzzCase& c, const RunConfig& config, RunStats& stats);

@@ -70,7 +70,8 @@ struct Shared {
 
 class Generator {
  public:
-  explicit Generator(std::uint64_t seed) : rng_(seed), pb_(fmt::format("fuzz_{}", seed)) {}
+  Generator(std::uint64_t seed, const GenerateOptions& options)
+      : rng_(seed), pb_(fmt::format("fuzz_{}", seed)), options_(options) {}
 
   FuzzCase run(std::uint64_t seed) {
     FuzzCase c;
@@ -263,7 +264,11 @@ class Generator {
     return Expr::literal(Scalar(kind == 0 ? L::max() - r : kind == 1 ? L::min() + r : ((std::int64_t{1} << 32) + r) * sign));
   }
   Expr index_of_some_dim(const Ctx& ctx) {
-    if (mesh_) return index(coin(0.5) || ctx.flat ? loc_dim(ctx.loc) : K);
+    if (mesh_) {
+      const bool location = coin(0.5) || ctx.flat;
+      if (location && options_.decomposable) return lit(DType::int32, 3);
+      return index(location ? loc_dim(ctx.loc) : K);
+    }
     return index(ctx.flat ? pick(std::vector<Dimension>{I, J}) : pick(std::vector<Dimension>{I, J, K}));
   }
 
@@ -399,7 +404,9 @@ class Generator {
     Dimension d = K;
     Expr n = scalars_.at("nk");
     if (coin(0.5) || ctx.flat) {
-      if (mesh_) {
+      if (mesh_ && options_.decomposable) {
+        // K stays (a surface statement's condition on K is refused, and a simpler value drawn)
+      } else if (mesh_) {
         d = loc_dim(ctx.loc);
         n = loc_size(ctx.loc);
       } else {
@@ -609,7 +616,7 @@ class Generator {
   // fields, which the reference rejects (DomainError) and compiled code must reject while its
   // kernels run, leaving every field as it was.
   Expr dynamic_shift(DType t, const Ctx& ctx, int depth) {
-    const bool vertical = mesh_ || coin(0.5);
+    const bool vertical = mesh_ || coin(0.5) || options_.decomposable;
     const int d = uni(0, 1);
     if (!vertical && ctx.budget.lo[d] == 0 && ctx.budget.hi[d] == 0) return float_expr(t, ctx, depth - 1);
     Ctx inner = ctx;
@@ -777,7 +784,13 @@ class Generator {
       d.ctx.loc = uni(0, 2);
       const int lo = pick(std::vector<int>{0, 0, 1, 2, 3}), hi_off = pick(std::vector<int>{0, 0, 1, 2, 3});
       const Expr n = loc_size(d.ctx.loc);
-      d.bounds.push_back({loc_dim(d.ctx.loc), narrower_lo(lo, n), narrower_hi(n - hi_off, n)});
+      Expr lo_bound = narrower_lo(lo, n);  // drawn even when unused: the stream stays the seed's
+      Expr hi_bound = narrower_hi(n - hi_off, n);
+      if (options_.decomposable) {
+        lo_bound = 0;
+        hi_bound = n;
+      }
+      d.bounds.push_back({loc_dim(d.ctx.loc), lo_bound, hi_bound});
     }
     return d;
   }
@@ -918,6 +931,7 @@ class Generator {
 
   std::mt19937_64 rng_;
   ProgramBuilder pb_;
+  GenerateOptions options_;
   bool mesh_ = false, bounded_ = false;
   std::vector<FieldParam> fields_;
   std::map<std::string, Expr> scalars_;
@@ -942,7 +956,7 @@ std::string SizeSet::to_string(bool mesh) const {
   return mesh ? fmt::format("mesh {}x{}, nk={}", nx, ny, nk) : fmt::format("ni={}, nj={}, nk={}", ni, nj, nk);
 }
 
-FuzzCase generate_case(std::uint64_t seed) { return Generator(seed).run(seed); }
+FuzzCase generate_case(std::uint64_t seed, const GenerateOptions& options) { return Generator(seed, options).run(seed); }
 
 std::map<std::string, Field> CallData::clone_fields() const {
   std::map<std::string, Field> out;

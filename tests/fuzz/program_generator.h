@@ -46,7 +46,16 @@ struct FuzzCase {
   bool short_field_calls = false;
 };
 
-FuzzCase generate_case(std::uint64_t seed);
+// What kind of program to draw. The defaults draw every shape; each option only narrows what is
+// drawn from the same random stream, so a seed keeps its program otherwise.
+struct GenerateOptions {
+  // Programs a distributed call can run (docs/distributed.md): mesh statements over all of their
+  // location, [0, n); data-dependent offsets only along K; no index of a mesh location (points
+  // are numbered per rank), neither as a value nor in a concat_where condition.
+  bool decomposable = false;
+};
+
+FuzzCase generate_case(std::uint64_t seed, const GenerateOptions& options = {});
 
 // The arguments of one call: owning fields (every one filled with random values, outputs too, so
 // untouched points are checked), scalars and the mesh the tables come from.
