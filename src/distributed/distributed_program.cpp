@@ -6,8 +6,10 @@
 // region sizes, so no call re-plans memory or re-checks tables because another piece ran before.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 
 #include "distributed/collective.h"
 #include "distributed/halo_exchange.h"
@@ -15,6 +17,7 @@
 #include "distributed/region_program.h"
 #include "fieldflow/distributed.h"
 #include "fieldflow/errors.h"
+#include "ir/call_binding.h"
 #include "ir/schedule.h"
 #include "passes/pipeline.h"
 
@@ -91,7 +94,11 @@ struct DistributedProgram::Impl {
   std::string key;
   std::vector<std::string> exchanged;        // parameter names, in param order
   std::vector<Field*> fields;                // their fields in the current call
-  std::vector<std::int64_t> widths;          // Cartesian: per exchanged param (all params): I lo, I hi, J lo, J hi
+  // Cartesian, per param (all params): the halo widths I lo, I hi, J lo, J hi; then how far the
+  // reads reach beyond a non-periodic grid's edge, I lo, I hi, J lo, J hi (see plan_cartesian);
+  // then how far one point's reads reach, I lo, I hi, J lo, J hi (the interior piece's margin).
+  std::vector<std::int64_t> widths;
+  static constexpr std::size_t kWidths = 12;
   detail::ExchangePlan plan;
   std::vector<std::vector<std::pair<std::string, std::int64_t>>> piece_bounds;  // per piece: region scalars
   std::vector<bool> piece_active;
@@ -100,6 +107,23 @@ struct DistributedProgram::Impl {
   Impl(const ir::Program& p, MPI_Comm c, CompileOptions o, DistributedOptions d)
       : original(p), comm(c), options(std::move(o)), distributed(std::move(d)) {
     MPI_Comm_rank(comm, &rank);
+  }
+
+  // A field read at a data-dependent offset along a decomposed dimension may reach any point of
+  // the global field: no halo bounds it, and the in-kernel check would measure the read against
+  // the rank's field instead of the global one. (Transients are computed where they are read.)
+  void check_no_data_dependent_reads_across_ranks() const {
+    for (const auto& k : schedule.kernels)
+      for (const auto& a : k.accesses) {
+        if (schedule.transient_index(a.buffer) >= 0) continue;
+        for (const auto& d : a.dims)
+          if (d.kind == ir::DimAccess::Kind::dynamic &&
+              std::find(decomposed.begin(), decomposed.end(), d.dim) != decomposed.end())
+            throw ProgramError(fmt::format("program '{}', kernel '{}': reads '{}' at a data-dependent offset along {}, "
+                                           "a decomposed dimension; no halo bounds such a read (offsets along the "
+                                           "vertical are fine)",
+                                           original.name, k.name, a.buffer, d.dim.name));
+      }
   }
 
   void prepare(std::vector<Dimension> dims) {
@@ -112,6 +136,7 @@ struct DistributedProgram::Impl {
       po.static_scalars = options.static_scalars;
       schedule = passes::lower(regional.program, po);
       if (mesh) detail::check_mesh_reads_supported(schedule);
+      check_no_data_dependent_reads_across_ranks();
     });
     // Overlap changes the order in which points are computed: only sound when no output is
     // read at another point than the one computed.
@@ -164,11 +189,20 @@ struct DistributedProgram::Impl {
       reads = detail::mesh_reads(schedule, tables, seeds);
       dependent = detail::halo_dependent_points(schedule, tables, owned);
     });
-    for (const auto& d : dependent) {
+    // One interior per location, the smallest of its statements': statements over the same points
+    // read and write the same fields at the same point (other reads are refused), so each point
+    // must see them all in one piece, in program order (found by the distributed fuzzer: a later
+    // statement overwritten in the border piece by an earlier one, and one reading an output its
+    // predecessor had not yet computed there).
+    std::map<std::string, std::int64_t> common_end;
+    for (std::size_t st = 0; st < dependent.size(); ++st) {
+      const auto& d = dependent[st];
       std::int64_t end = 0;
       while (end < static_cast<std::int64_t>(d.size()) && !d[static_cast<std::size_t>(end)]) ++end;
-      interior_end.push_back(end);
+      const std::string& loc = locations[st].name;
+      common_end[loc] = common_end.count(loc) ? std::min(common_end[loc], end) : end;
     }
+    for (std::size_t st = 0; st < dependent.size(); ++st) interior_end.push_back(common_end.at(locations[st].name));
     // Every rank walks the parameters in the same order, so the patterns are built collectively.
     for (const auto& prm : original.params) {
       if (prm.kind != ir::ParamKind::field) continue;
@@ -211,6 +245,7 @@ struct DistributedProgram::Impl {
   Range owned_range(const detail::RegionBound& b, const std::map<std::string, std::int64_t>& sizes) const {
     const int axis = b.dim == cart->grid().i ? 0 : 1;
     const std::int64_t lo = b.original_lo.evaluate(sizes), hi = b.original_hi.evaluate(sizes);
+    ir::check_range_order(original, original.stmts[b.stmt], {b.dim, lo, hi});  // as one rank would
     const bool periodic = axis == 0 ? cart->grid().periodic_i : cart->grid().periodic_j;
     const std::int64_t n = axis == 0 ? cart->grid().nx : cart->grid().ny;
     if (periodic && (lo < 0 || hi > n))
@@ -252,7 +287,25 @@ struct DistributedProgram::Impl {
       sizes[regional.bounds[b].hi_param] = std::max(owned[b].first, owned[b].second);
     }
     const ir::ConcreteExtents ext = ir::compute_extents(schedule, sizes);
-    widths.assign(original.params.size() * 4, 0);
+    widths.assign(original.params.size() * kWidths, 0);
+    // One point's reach: the reads of every statement run over the whole block. The halo a call
+    // needs can be narrower (a domain ending short of the block's edge reads less past it), but
+    // the interior piece must keep clear of every point whose reads leave the block (found by
+    // the distributed fuzzer: surf(J + 2) over J in [2, 5), a block [0, 6), a halo of 1).
+    std::optional<ir::ConcreteExtents> whole_block;
+    {
+      auto block_sizes = sizes_in;
+      for (const auto& b : regional.bounds) {
+        const int axis = b.dim == cart->grid().i ? 0 : 1;
+        block_sizes[b.lo_param] = cart->begin(axis);
+        block_sizes[b.hi_param] = cart->end(axis);
+      }
+      try {
+        whole_block = ir::compute_extents(schedule, block_sizes);
+      } catch (const Error&) {
+        // no reach known: every side with a halo keeps the interior empty (see plan_cartesian)
+      }
+    }
     const std::array<int, 2> dims = cart->process_grid();
     const std::array<std::int64_t, 2> n = {cart->grid().nx, cart->grid().ny};
     for (std::size_t i = 0; i < original.params.size(); ++i) {
@@ -284,8 +337,21 @@ struct DistributedProgram::Impl {
                                         "wider than the smallest block ({} points): use fewer ranks along {}",
                                         original.name, prm.name, std::max(lo, hi), read.dims[a].name, smallest,
                                         read.dims[a].name));
-        widths[i * 4 + axis * 2] = lo;
-        widths[i * 4 + axis * 2 + 1] = hi;
+        widths[i * kWidths + axis * 2] = lo;
+        widths[i * kWidths + axis * 2 + 1] = hi;
+        if (!below) widths[i * kWidths + 4 + axis * 2] = std::max<std::int64_t>(0, -read.lo[a]);
+        if (!above) widths[i * kWidths + 5 + axis * 2] = std::max<std::int64_t>(0, read.hi[a] - n[axis]);
+        std::int64_t reach_lo = unbounded, reach_hi = unbounded;
+        if (whole_block) {
+          reach_lo = reach_hi = 0;
+          if (auto wb = whole_block->param_reads.find(prm.name); wb != whole_block->param_reads.end() && wb->second.count() > 0)
+            if (const int wa = wb->second.axis(axis == 0 ? cart->grid().i : cart->grid().j); wa >= 0) {
+              reach_lo = std::max<std::int64_t>(0, cart->begin(axis) - wb->second.lo[wa]);
+              reach_hi = std::max<std::int64_t>(0, wb->second.hi[wa] - cart->end(axis));
+            }
+        }
+        widths[i * kWidths + 8 + axis * 2] = reach_lo;
+        widths[i * kWidths + 9 + axis * 2] = reach_hi;
         if ((lo > 0 || hi > 0)) {
           const int fa = f->axis_of(read.dims[a]);
           if (f->origin()[fa] > cart->begin(axis) || f->origin()[fa] + f->shape()[fa] < cart->end(axis))
@@ -293,6 +359,41 @@ struct DistributedProgram::Impl {
                                           original.name, prm.name, rank, read.dims[a].name, cart->begin(axis),
                                           cart->end(axis)));
         }
+      }
+    }
+  }
+
+  // A message travelling along one axis carries the rank's block along the other, and, at a
+  // non-periodic edge of the grid, the points beyond it that the reads reach: the ranks at that
+  // edge compute them (a domain past the grid) or hold the host's boundary values there, and a
+  // neighbour's copy would be left from the last call otherwise (found by the distributed
+  // fuzzer: `o = o(I + 1)` over J in [0, nj + 1)). Sender and receiver share the edge, so agree.
+  Range along_block(int axis, const std::int64_t* w) const {
+    const bool below = cart->neighbor(axis == 0 ? -1 : 0, axis == 1 ? -1 : 0) != MPI_PROC_NULL;
+    const bool above = cart->neighbor(axis == 0 ? 1 : 0, axis == 1 ? 1 : 0) != MPI_PROC_NULL;
+    return {cart->begin(axis) - (below ? 0 : w[4 + axis * 2]), cart->end(axis) + (above ? 0 : w[5 + axis * 2])};
+  }
+
+  // Phase 2 check (collective): a field exchanged along one axis covers what along_block adds
+  // along the other.
+  void check_beyond_edges_covered(const Arguments& args) const {
+    for (std::size_t i = 0; i < original.params.size(); ++i) {
+      const std::int64_t* w = &widths[i * kWidths];
+      for (int axis = 0; axis < 2; ++axis) {
+        const int other = 1 - axis;
+        if (!(w[other * 2] || w[other * 2 + 1])) continue;  // no message travels along the other axis
+        const Field* f = field_argument(args, original.params[i].name, original.name);
+        const Dimension& dim = axis == 0 ? cart->grid().i : cart->grid().j;
+        const int fa = f->axis_of(dim);
+        if (fa < 0) continue;
+        const Range r = along_block(axis, w);
+        const std::int64_t flo = f->origin()[fa], fhi = flo + f->shape()[fa];
+        if (r.first < flo || r.second > fhi)
+          throw DomainError(fmt::format("program '{}': field '{}' on rank {} covers {} [{}, {}); its halo exchange "
+                                        "carries [{}, {}) there (the rank's block and the points beyond the grid's "
+                                        "edge that the reads reach)",
+                                        original.name, original.params[i].name, rank, dim.name, flo, fhi, r.first,
+                                        r.second));
       }
     }
   }
@@ -307,7 +408,7 @@ struct DistributedProgram::Impl {
     std::array<std::int64_t, 4> deepest{0, 0, 0, 0};  // I lo, I hi, J lo, J hi over exchanged fields
     const std::array<std::int64_t, 2> b = {cart->begin(0), cart->begin(1)}, e = {cart->end(0), cart->end(1)};
     for (std::size_t i = 0; i < original.params.size(); ++i) {
-      const std::int64_t* w = &widths[i * 4];
+      const std::int64_t* w = &widths[i * kWidths];
       if (!(w[0] || w[1] || w[2] || w[3])) continue;
       const auto& prm = original.params[i];
       Field* f = field_argument(args, prm.name, original.name);
@@ -317,7 +418,7 @@ struct DistributedProgram::Impl {
       const int ai = f->axis_of(cart->grid().i), aj = f->axis_of(cart->grid().j);
       for (int d = 0; d < 4; ++d) {
         const bool exists = cart->neighbor(d < 2 ? (d == 0 ? -1 : 1) : 0, d >= 2 ? (d == 2 ? -1 : 1) : 0) != MPI_PROC_NULL;
-        if (exists) deepest[d] = std::max(deepest[d], w[d]);
+        if (exists && w[d] > 0) deepest[d] = std::max({deepest[d], w[d], w[8 + d]});
       }
       for (int di = -1; di <= 1; ++di)
         for (int dj = -1; dj <= 1; ++dj) {
@@ -326,12 +427,12 @@ struct DistributedProgram::Impl {
           auto receive_range = [&](int axis, int d) -> Range {
             if (d < 0) return {b[axis] - w[axis * 2], b[axis]};
             if (d > 0) return {e[axis], e[axis] + w[axis * 2 + 1]};
-            return {b[axis], e[axis]};
+            return along_block(axis, w);
           };
           auto send_range = [&](int axis, int d) -> Range {
             if (d > 0) return {e[axis] - w[axis * 2], e[axis]};
             if (d < 0) return {b[axis], b[axis] + w[axis * 2 + 1]};
-            return {b[axis], e[axis]};
+            return along_block(axis, w);
           };
           auto segment = [&](Range ri, Range rj) {
             detail::Segment s;
@@ -385,6 +486,7 @@ struct DistributedProgram::Impl {
     const auto sizes = int_scalars(args);
     for (const auto& b : regional.bounds) {
       const std::int64_t lo = b.original_lo.evaluate(sizes), hi = b.original_hi.evaluate(sizes);
+      ir::check_range_order(original, original.stmts[b.stmt], {b.dim, lo, hi});
       const std::int64_t n = mesh->global_size(b.dim.name);
       if (lo != 0 || hi != n)
         throw DomainError(fmt::format("program '{}', call '{}': a distributed mesh call runs over all of {} [0, {}), "
@@ -468,12 +570,13 @@ struct DistributedProgram::Impl {
       std::vector<std::int64_t> agreed(widths.size());
       MPI_Allreduce(widths.data(), agreed.data(), static_cast<int>(widths.size()), MPI_INT64_T, MPI_MAX, comm);
       widths = agreed;
+      detail::collectively(comm, [&] { check_beyond_edges_covered(args); });
     }
     // The bytes of one point of every exchanged field must agree on the ranks exchanging it.
     std::vector<std::string> names;
     if (cart) {
       for (std::size_t i = 0; i < original.params.size(); ++i)
-        if (widths[i * 4] || widths[i * 4 + 1] || widths[i * 4 + 2] || widths[i * 4 + 3])
+        if (widths[i * kWidths] || widths[i * kWidths + 1] || widths[i * kWidths + 2] || widths[i * kWidths + 3])
           names.push_back(original.params[i].name);
     } else {
       for (const auto& mf : mesh_fields) names.push_back(mf.param);

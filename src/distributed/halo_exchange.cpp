@@ -157,14 +157,19 @@ std::shared_ptr<const MeshPattern> mesh_pattern(const MeshDecomposition& d, cons
   auto& cache = d.patterns().patterns;
   const auto key = std::make_pair(location, halo_points);
   auto it = cache.find(key);
-  int mine = it != cache.end() ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, d.comm());
-  if (all) return it->second;
+  // Reused only when every rank found the pattern of one build: each rank keys its cache by its
+  // own halo, and the same halo here may have been built beside another halo there (found by
+  // the distributed fuzzer: the sends of one build met the receives of another, MPI_ERR_TRUNCATE).
+  const std::int64_t build = it != d.patterns().patterns.end() ? static_cast<std::int64_t>(it->second->build) : 0;
+  std::int64_t mine[2] = {build, -build}, most[2] = {0, 0};
+  MPI_Allreduce(mine, most, 2, MPI_INT64_T, MPI_MAX, d.comm());
+  if (build != 0 && most[0] == build && -most[1] == build) return it->second;
 
   const int size = d.size();
   const auto& owners = d.owners(location);
   const auto& ids = d.global_ids(location);
   auto pattern = std::make_shared<MeshPattern>();
+  pattern->build = ++d.patterns().builds;
   std::vector<std::vector<std::int32_t>> receive(static_cast<std::size_t>(size));
   for (const std::int32_t p : halo_points) receive[owners[p]].push_back(p);
   std::vector<int> receive_counts(size), send_counts(size);

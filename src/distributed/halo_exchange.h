@@ -22,18 +22,23 @@ namespace fieldflow::distributed {
 // Which points of a location one rank sends to and receives from each peer (local ids). Receive
 // lists are halo points, send lists owned points; peers in increasing rank order.
 struct MeshPattern {
+  // Which collective build made it (1, 2, ... per decomposition, equal on every rank): a rank's
+  // pattern is only valid with the patterns the other ranks built in the same call.
+  std::uint64_t build = 0;
   std::vector<int> peers;
   std::vector<std::vector<std::int32_t>> send, receive;  // per peer
 };
 
 struct HaloPatternCache {
   std::map<std::pair<std::string, std::vector<std::int32_t>>, std::shared_ptr<const MeshPattern>> patterns;
+  std::uint64_t builds = 0;
 };
 
 namespace detail {
 
 // Collective: the pattern that fills `halo_points` (local ids of `location`, halo only) on this
-// rank. Reused from the decomposition's cache when every rank has it there.
+// rank. Reused from the decomposition's cache when every rank finds there a pattern of the same
+// build (the same halo on one rank may pair with other halos on the others).
 std::shared_ptr<const MeshPattern> mesh_pattern(const MeshDecomposition& d, const std::string& location,
                                                 const std::vector<std::int32_t>& halo_points);
 

@@ -181,6 +181,7 @@ MeshDecomposition::MeshDecomposition(MPI_Comm comm, const Mesh& global, const st
     const detail::MeshReads r = detail::mesh_reads(s, tables, seeds);
     for (const auto& [l, m] : r.reached) unite(reached.at(l), m);
     for (const auto& [l, m] : r.loop_points) unite(rows.at(l), m);
+    for (const auto& [l, m] : r.rows_read) unite(rows.at(l), m);  // midway along chains of tables too
   }
   // Every point a kernel may visit keeps its whole rows (a kernel runs over a bounding range).
   for (const auto& name : used_tables) {

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "fieldflow/errors.h"
+#include "ir/positions.h"
 
 namespace fieldflow::distributed::detail {
 
@@ -28,10 +29,11 @@ std::string table_of(const ir::Schedule& s, const std::string& connectivity) {
   return p && p->kind == ir::ParamKind::connectivity ? p->conn.name : connectivity;
 }
 
-// Follows `hops` from every point of `from`; `from` ends as what they reach (with repeats).
-// Returns false (and stops) if a row without complete entries is needed.
+// Follows `hops` from every point of `from`; `from` ends as what they reach (with repeats), and
+// the rows looked up are marked in `rows` (per location). Returns false (and stops) if a row
+// without complete entries is needed.
 bool follow(const ir::Schedule& s, const MeshTables& t, const std::vector<ir::TableHop>& hops,
-            std::vector<std::int64_t>& from) {
+            std::vector<std::int64_t>& from, std::map<std::string, PointMask>& rows) {
   std::vector<std::int64_t> next;
   for (const auto& hop : hops) {
     const std::string name = table_of(s, hop.connectivity);
@@ -41,8 +43,11 @@ bool follow(const ir::Schedule& s, const MeshTables& t, const std::vector<ir::Ta
       if (auto it = t.complete_rows->find(name); it != t.complete_rows->end()) complete = &it->second;
     next.clear();
     const int lo = hop.slot < 0 ? 0 : hop.slot, hi = hop.slot < 0 ? table.max_neighbors : hop.slot + 1;
+    PointMask& looked_up = rows[table.source];
+    if (looked_up.size() < static_cast<std::size_t>(table.n_source)) looked_up.resize(static_cast<std::size_t>(table.n_source), 0);
     for (const std::int64_t p : from) {
       if (complete && !(*complete)[static_cast<std::size_t>(p)]) return false;
+      looked_up[static_cast<std::size_t>(p)] = 1;
       for (int n = lo; n < hi; ++n)
         if (const std::int32_t q = table(p, n); q >= 0) next.push_back(q);
     }
@@ -61,6 +66,45 @@ std::vector<std::int64_t> members(const PointMask& m) {
 void unite(PointMask& into, const PointMask& m) {
   if (into.size() < m.size()) into.resize(m.size(), 0);
   for (std::size_t i = 0; i < m.size(); ++i) into[i] |= m[i];
+}
+
+// Rows a kernel looks up where it reads no field: a reduction or neighbour shift of a value read
+// nowhere (neighbor_sum(broadcast(1), C2E2C) counts a cell's neighbours, so the row's skip
+// values are what it computes; found by the distributed fuzzer, seed 2452). The reads' walk
+// does not see those rows: they are marked here, rows_read of the table's source location.
+// Returns false if a row without complete entries is needed.
+bool mark_rows_of_reductions(const ir::Schedule& s, const ir::Kernel& kern, const MeshTables& t,
+                             const std::vector<std::int64_t>& loop_list, std::map<std::string, PointMask>& rows) {
+  std::vector<ir::Condition> conditions;
+  bool complete = true;
+  ir::walk_positions(kern.value, ir::loop_position(ir::kernel_loop_dims(s, kern)), conditions,
+                     [&](const ir::Expr& e, const ir::Position& p, int) {
+                       if (e.kind != ir::ExprKind::reduce && e.kind != ir::ExprKind::neighbor_shift) return true;
+                       const ir::Coord* src = p.find(e.conn.source);
+                       // At the kernel's own points the rows are kept whatever is read.
+                       if (!src || src->kind != ir::DimAccess::Kind::table || src->hops.empty() || src->offset != 0 ||
+                           src->root_offset != 0)
+                         return true;
+                       std::vector<std::int64_t> reached = loop_list;
+                       if (!follow(s, t, src->hops, reached, rows)) {
+                         complete = false;
+                         return false;
+                       }
+                       const std::string table = table_of(s, e.conn.name);
+                       const NeighborTable& nt = t.mesh->table(table);
+                       const PointMask* whole = nullptr;
+                       if (t.complete_rows)
+                         if (auto it = t.complete_rows->find(table); it != t.complete_rows->end()) whole = &it->second;
+                       PointMask& looked_up = rows[nt.source];
+                       if (looked_up.size() < static_cast<std::size_t>(nt.n_source))
+                         looked_up.resize(static_cast<std::size_t>(nt.n_source), 0);
+                       for (const std::int64_t q : reached) {
+                         if (whole && !(*whole)[static_cast<std::size_t>(q)]) complete = false;
+                         looked_up[static_cast<std::size_t>(q)] = 1;
+                       }
+                       return true;
+                     });
+  return complete;
 }
 
 }  // namespace
@@ -87,6 +131,17 @@ std::vector<Dimension> statement_locations(const ir::Schedule& s) {
 }
 
 void check_mesh_reads_supported(const ir::Schedule& s) {
+  // A rank numbers its points locally (owned first, then the halo): the index of a point along a
+  // location, or a concat_where on it, would give each rank other values than one rank gives.
+  for (const auto& st : s.program.stmts)
+    for (const ir::Expr* e : ir::post_order(st.expr))
+      if ((e->kind == ir::ExprKind::index || e->kind == ir::ExprKind::concat_where) && e->dim.kind == DimKind::horizontal)
+        throw ProgramError(fmt::format("program '{}', call '{}': {} along the mesh location {}; a decomposed mesh "
+                                       "numbers its points per rank, so the index is not the global one: pass the "
+                                       "global numbers as a field instead",
+                                       s.program.name, st.op,
+                                       e->kind == ir::ExprKind::index ? "uses the index" : "selects by the index",
+                                       e->dim.name));
   for (const auto& k : s.kernels)
     for (const auto& a : k.accesses) {
       const ir::DimAccess* d = location_access(a);
@@ -121,13 +176,17 @@ MeshReads mesh_reads(const ir::Schedule& s, const MeshTables& t, const std::vect
     unite(r.loop_points[location.name], loop);
     unite(r.reached[location.name], loop);
     const std::vector<std::int64_t> loop_list = members(loop);
+    if (!mark_rows_of_reductions(s, kern, t, loop_list, r.rows_read))
+      throw DomainError(fmt::format("program '{}': kernel '{}' looks up table rows this rank does not hold completely "
+                                    "(the decomposition was built for other programs; build it for this one too)",
+                                    s.program.name, kern.name));
     for (const auto& a : kern.accesses) {
       const ir::DimAccess* d = location_access(a);
       if (!d) continue;
       PointMask target(static_cast<std::size_t>(t.mesh->size_of(d->dim.name)), 0);
       if (d->kind == ir::DimAccess::Kind::loop) {
         unite(target, loop);
-      } else if (std::vector<std::int64_t> reached = loop_list; follow(s, t, d->hops, reached)) {
+      } else if (std::vector<std::int64_t> reached = loop_list; follow(s, t, d->hops, reached, r.rows_read)) {
         for (const std::int64_t q : reached) target[static_cast<std::size_t>(q)] = 1;
       } else {
         throw DomainError(fmt::format("program '{}': reads '{}' through {} rows this rank does not hold completely "
@@ -164,6 +223,7 @@ std::vector<PointMask> halo_dependent_points(const ir::Schedule& s, const MeshTa
                        : q >= buffer_owned;
       };
       std::vector<std::int64_t> reached;
+      std::map<std::string, PointMask> rows;  // the rows looked up: not needed here
       for (std::int64_t p = 0; p < n; ++p) {
         char& tp = taint[static_cast<std::size_t>(p)];
         if (tp) continue;
@@ -172,7 +232,7 @@ std::vector<PointMask> halo_dependent_points(const ir::Schedule& s, const MeshTa
           continue;
         }
         reached.assign(1, p);
-        if (!follow(s, t, d->hops, reached)) {
+        if (!follow(s, t, d->hops, reached, rows)) {
           tp = 1;
           continue;
         }

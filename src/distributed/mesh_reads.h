@@ -28,6 +28,9 @@ struct MeshReads {
   std::map<std::string, PointMask> field_points;  // per field parameter: the points read
   std::map<std::string, PointMask> loop_points;   // per location: points some kernel computes
   std::map<std::string, PointMask> reached;       // per location: loop points and points read
+  // Per location: points whose table rows a read looks up, the kernels' own points and the
+  // points midway along a chain of tables (E2C2V after C2E[0]): a rank needs those rows whole.
+  std::map<std::string, PointMask> rows_read;
 };
 
 // The horizontal (mesh location) dimension among `dims`, or nullptr.

@@ -166,15 +166,19 @@ void check_outputs_distinct(const Program& p, const BoundCall& call) {
     for (const auto& out : st.outputs) check_output_elements_distinct(p, out, *call.fields[p.index_of(out)]);
 }
 
+void check_range_order(const Program& p, const Stmt& st, const ConcreteRange& r) {
+  if (r.hi < r.lo)
+    throw DomainError(fmt::format("program '{}', call '{}': domain along {} is [{}, {}), an empty range "
+                                  "must have hi >= lo", p.name, st.op, r.dim.name, r.lo, r.hi));
+}
+
 void check_output_domains(const Program& p, const BoundCall& call) {
   for (const Stmt& st : p.stmts) {
     const auto ranges = evaluate_domain(st.domain, call.sizes);
     for (const auto& out : st.outputs) {
       const Field& f = *call.fields[p.index_of(out)];
       for (const auto& r : ranges) {
-        if (r.hi < r.lo)
-          throw DomainError(fmt::format("program '{}', call '{}': domain along {} is [{}, {}), an empty range "
-                                        "must have hi >= lo", p.name, st.op, r.dim.name, r.lo, r.hi));
+        check_range_order(p, st, r);
         const int a = f.axis_of(r.dim);
         const std::int64_t flo = f.origin()[a], fhi = flo + f.shape()[a];
         if (r.hi > r.lo && (r.lo < flo || r.hi > fhi))

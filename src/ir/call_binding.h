@@ -36,6 +36,11 @@ struct ConcreteRange {
 };
 std::vector<ConcreteRange> evaluate_domain(const Domain& d, const std::map<std::string, std::int64_t>& sizes);
 
+// A statement's range along one dim is [lo, hi) with hi >= lo (DomainError otherwise): an empty
+// range is written [x, x), an inverted one is a mistake. Distributed calls cut the ranges to a
+// rank's points, so they check the user's ranges with this first.
+void check_range_order(const Program& p, const Stmt& st, const ConcreteRange& r);
+
 // Every statement's domain lies inside each of its outputs (DomainError otherwise).
 void check_output_domains(const Program& p, const BoundCall& call);
 

@@ -18,6 +18,8 @@
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/examples.h"
+#include "distributed/distributed_differential.h"
+#include "distributed/halo_exchange.h"
 
 namespace fieldflow::distributed {
 namespace {
@@ -529,6 +531,227 @@ TEST(DistributedMemory, CallerOwnedHaloWorkspaceIsChecked) {
   EXPECT_EQ(fits.halo_memory_stats().workspace_installs, 1u);
   EXPECT_EQ(c.out.at<double>({c.d.begin(0), c.d.begin(1), 0}), 0.0);
   std::free(big);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// What the distributed fuzzer found (fieldflow_fuzz_distributed, docs/reliability.md): its
+// minimal programs, through the same harness (distributed_differential.h): every rank's part of
+// every field equal to the reference over the global fields, over three steps.
+
+// A case of the harness: the program, its family and the halos of its fields.
+fuzz::FuzzCase finding(const ir::Program& program, bool mesh, std::map<std::string, fuzz::FieldExtent> extents = {}) {
+  fuzz::FuzzCase c;
+  c.seed = 20261206;
+  c.program = program;
+  c.mesh = mesh;
+  c.extents = std::move(extents);
+  c.layouts = {Layout::vertical_fastest};
+  return c;
+}
+
+// Every mode and overlap on and off, ranks along I (Cartesian) or a torus of 8 x 6 (mesh).
+std::vector<fuzz::DistributedSettings> every_setting(bool mesh) {
+  std::vector<fuzz::DistributedSettings> all;
+  for (TransientMemoryMode mode : {TransientMemoryMode::pool, TransientMemoryMode::scoped, TransientMemoryMode::persistent,
+                                   TransientMemoryMode::external})
+    for (bool overlap : {false, true}) {
+      fuzz::DistributedSettings s;
+      if (mesh) {
+        s.sizes = {0, 0, 3, 8, 6};
+      } else {
+        s.sizes = {5 * world_size() + 3, 7, 3};
+        s.process_grid = {world_size(), 1};
+      }
+      s.layout = mode == TransientMemoryMode::scoped ? Layout::horizontal_fastest : Layout::vertical_fastest;
+      s.mode = mode;
+      s.threads = overlap ? 2 : 1;
+      s.overlap = overlap;
+      all.push_back(s);
+    }
+  return all;
+}
+
+void expect_equal_to_the_reference(const fuzz::FuzzCase& c) {
+  for (const fuzz::DistributedSettings& s : every_setting(c.mesh)) {
+    const fuzz::DistributedOutcome o = fuzz::check_distributed(c, s);
+    EXPECT_EQ(o.kind, fuzz::DistributedOutcome::passed) << o.detail;
+  }
+}
+
+void expect_refused(const fuzz::FuzzCase& c, const std::string& words) {
+  const fuzz::DistributedOutcome o = fuzz::check_distributed(c, every_setting(c.mesh)[0]);
+  EXPECT_EQ(o.kind, fuzz::DistributedOutcome::refused) << o.detail;
+  EXPECT_NE(o.detail.find(words), std::string::npos) << o.detail;
+}
+
+const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge"), Cell = horizontal_dim("Cell");
+
+// Seed 1025 (and 1088, 1154): a statement reading its own output one point east, its domain one
+// point past the grid's north edge. The ranks along I compute the points past the edge in their
+// own columns; their western neighbour's copies of them were never refreshed.
+TEST(DistributedFindings, ExchangeCarriesPointsBeyondTheGridEdge) {
+  const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+  ProgramBuilder pb("east_of_itself");
+  Expr o = pb.field("o", {I, J, K}, DType::float64);
+  Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("s", o(I + 1), {o}, {{K, 0, nk}, {I, 0, ni}, {J, 0, nj + 1}});
+  expect_equal_to_the_reference(finding(pb.build(), false, {{"o", {2, 2}}}));
+}
+
+// Seed 5: a domain [ni - 2, 4) with hi < lo was accepted distributed (each rank's cut of it is
+// empty) and refused on one rank.
+TEST(DistributedFindings, InvertedDomainIsTheSingleRankError) {
+  const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+  ProgramBuilder pb("inverted");
+  Expr a = pb.field("a", {I, J, K}, DType::float64), o = pb.field("o", {I, J, K}, DType::float64);
+  Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("s", a * 2.0, {o}, {{K, 0, nk}, {I, ni - 2, 4}, {J, 0, nj}});
+  const fuzz::FuzzCase c = finding(pb.build(), false);
+  // The harness: refused alike by the reference and on every rank.
+  expect_equal_to_the_reference(c);
+  // And the same words as one rank's.
+  fuzz::CallData data = fuzz::make_call_data([&] {
+    fuzz::FuzzCase sized = c;
+    sized.sizes = {every_setting(false)[0].sizes};
+    return sized;
+  }(), 0, Layout::vertical_fastest);
+  std::map<std::string, Field> fields = data.clone_fields();
+  CartesianDecomposition d(MPI_COMM_WORLD, {data.size_values.at("ni"), data.size_values.at("nj"), false, false});
+  DistributedProgram program(c.program, d);
+  try {
+    program(data.arguments(fields));
+    ADD_FAILURE() << "accepted";
+  } catch (const DomainError& e) {
+    EXPECT_NE(std::string(e.what()).find("an empty range must have hi >= lo"), std::string::npos) << e.what();
+  }
+}
+
+// Seed 32: a read at a data-dependent offset along I read the neighbour's points without any
+// halo (NaN); seed 21: index(Edge) gave each rank's local numbers.
+TEST(DistributedFindings, ReadsNoHaloCanBoundAreRefused) {
+  {
+    const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+    ProgramBuilder pb("dynamic_east");
+    Expr a = pb.field("a", {I, J, K}, DType::float64), o = pb.field("o", {I, J, K}, DType::float64);
+    Expr m = pb.field("m", {I, J, K}, DType::int32);
+    Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
+    pb.call("s", a(I + minimum(maximum(m, -1), 1)), {o}, {{K, 0, nk}, {I, 0, ni}, {J, 0, nj}});
+    expect_refused(finding(pb.build(), false, {{"a", {2, 2}}}), "at a data-dependent offset along I");
+  }
+  for (bool condition : {false, true}) {
+    const Dimension K = vertical_dim("K");
+    ProgramBuilder pb("edge_numbers");
+    Expr a = pb.field("fe_a", {Edge, K}, DType::float64), o = pb.field("oe_0", {Edge, K}, DType::float64);
+    Expr n_e = pb.scalar("n_e", DType::int32), nk = pb.scalar("nk", DType::int32);
+    Expr value = condition ? concat_where(Edge < 5, a, 2.0 * a) : a + astype(index(Edge), DType::float64);
+    pb.call("s", value, {o}, {{K, 0, nk}, {Edge, 0, n_e}});
+    expect_refused(finding(pb.build(), true), condition ? "selects by the index along the mesh location Edge"
+                                                        : "uses the index along the mesh location Edge");
+  }
+}
+
+// Seeds 1096 and 1183: with overlap, each statement had its own interior; an earlier statement's
+// border piece then overwrote a later one's output, or a later statement read an output before
+// the earlier one had computed it there.
+TEST(DistributedFindings, StatementsOverOneLocationShareTheirPieces) {
+  const Dimension K = vertical_dim("K");
+  const Connectivity E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  for (bool rewrite : {true, false}) {
+    ProgramBuilder pb(rewrite ? "written_twice" : "read_after_write");
+    Expr fv = pb.field("fv_a", {Vertex, K}, DType::float64);
+    Expr o0 = pb.field("oe_0", {Edge, K}, DType::float64), o1 = pb.field("oe_1", {Edge, K}, DType::float64);
+    Expr n_e = pb.scalar("n_e", DType::int32), nk = pb.scalar("nk", DType::int32);
+    pb.call("s0", neighbor_sum(fv(E2V), E2V), {o0}, {{K, 0, nk}, {Edge, 0, n_e}});
+    if (rewrite)
+      pb.call("s1", broadcast(1.0, {Edge, K}), {o0}, {{K, 0, nk}, {Edge, 0, n_e}});
+    else
+      pb.call("s1", 2.0 * o0, {o1}, {{K, 0, nk}, {Edge, 0, n_e}});
+    expect_equal_to_the_reference(finding(pb.build(), true));
+  }
+}
+
+// Seeds 30 and 68: a read through C2E2CO of values found through C2E2CO[0] needs the rows of the
+// neighbours' neighbours; the decomposition kept only the rows of the points computed, and the
+// program it was built for was refused with a DomainError.
+TEST(DistributedFindings, ChainsOfTablesKeepTheRowsMidway) {
+  const Dimension K = vertical_dim("K");
+  const Connectivity C2E2CO = make_connectivity("C2E2CO", Cell, Cell, 4);
+  ProgramBuilder pb("neighbours_of_neighbours");
+  Expr mask = pb.field("mask_c", {Cell, K}, DType::boolean), o = pb.field("oc_0", {Cell, K}, DType::float64);
+  Expr n_c = pb.scalar("n_c", DType::int32), nk = pb.scalar("nk", DType::int32);
+  Expr first = where(mask(C2E2CO[0]), broadcast(1.0, {Cell, K}), -3.0);
+  pb.call("s", min_over(first(C2E2CO), C2E2CO), {o}, {{K, 0, nk}, {Cell, 0, n_c}});
+  expect_equal_to_the_reference(finding(pb.build(), true));
+}
+
+// Seed 2452 (and 2492): a vertex's sum over its cells of each cell's count of neighbours reads no
+// field, so the decomposition kept none of the cells' C2E2C rows past the rank's own: their
+// entries read -1 there, and the counts came out short.
+TEST(DistributedFindings, ReductionsOfNoFieldKeepTheRowsTheyCount) {
+  const Dimension K = vertical_dim("K");
+  const Connectivity C2E2C = make_connectivity("C2E2C", Cell, Cell, 3), V2C = make_connectivity("V2C", Vertex, Cell, 6);
+  ProgramBuilder pb("neighbour_counts");
+  Expr o = pb.field("ov_1", {Vertex, K}, DType::float64);
+  Expr n_v = pb.scalar("n_v", DType::int32), nk = pb.scalar("nk", DType::int32);
+  const Expr counts = astype(neighbor_sum(broadcast(Expr::literal(Scalar(std::int64_t{1})), {Cell, C2E2C.local, K}), C2E2C),
+                             DType::float64);
+  pb.call("s", neighbor_sum(counts(V2C), V2C), {o}, {{K, 0, nk}, {Vertex, 0, n_v}});
+  fuzz::FuzzCase c = finding(pb.build(), true);
+  expect_equal_to_the_reference(c);
+  c.bounded = true;  // rows with skip values of their own
+  expect_equal_to_the_reference(c);
+}
+
+// Seed 2509: surf(J + 2) over J in [2, 5) on a rank whose block is [0, 6) needs a halo of one
+// point, and the interior piece (computed while the halo travels) was the block shrunk by that
+// one point: J = 4, which reads J = 6, ran before the halo arrived.
+TEST(DistributedFindings, InteriorKeepsClearOfEveryReadLeavingTheBlock) {
+  const Dimension I = horizontal_dim("I"), J = horizontal_dim("J");
+  ProgramBuilder pb("short_of_the_edge");
+  Expr surf = pb.field("surf", {I, J}, DType::float64), o = pb.field("o_surf", {I, J}, DType::float64);
+  Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32);
+  (void)nj;
+  pb.call("s", surf(J + 2), {o}, {{I, 0, ni}, {J, 2, 5}});
+  const fuzz::FuzzCase c = finding(pb.build(), false, {{"surf", {2, 2}}});
+  for (fuzz::DistributedSettings s : every_setting(false)) {
+    s.sizes = {7, 6 * world_size(), 2};  // blocks of 6 along J: the domain ends one point short of the first
+    s.process_grid = {1, world_size()};
+    const fuzz::DistributedOutcome o = fuzz::check_distributed(c, s);
+    EXPECT_EQ(o.kind, fuzz::DistributedOutcome::passed) << o.detail;
+  }
+}
+
+// Seed 43 (MPI_ERR_TRUNCATE): each rank keyed its cached exchange patterns by its own halo; a
+// halo built beside one halo on the other rank was reused beside another, so one rank's sends
+// met the other's receives of a different pattern. Here rank 0 asks for halos S1, S2, S1 and
+// rank 1 for T1, T2, T2: the third pair must be built anew, its sends matching the receives.
+TEST(DistributedFindings, CachedHaloPatternsPairOnlyWithTheirOwnBuild) {
+  if (world_size() != 2) GTEST_SKIP() << "two ranks";
+  const examples::Example& ex = examples::example("diffusion_chain");
+  examples::ExampleSize size{8, 7, 3};
+  examples::ExampleInstance global = ex.make_instance(size, Layout::vertical_fastest, seed);
+  MeshDecomposition d(MPI_COMM_WORLD, *global.mesh, {ex.program});
+  const std::string loc = "Vertex";
+  std::vector<std::int32_t> halo;
+  for (std::int64_t p = d.owned(loc); p < d.local(loc); ++p) halo.push_back(static_cast<std::int32_t>(p));
+  ASSERT_GE(halo.size(), 2u);
+  const std::vector<std::int32_t> one = {halo[0]}, two = {halo[0], halo[1]};
+  const std::vector<std::vector<std::int32_t>> asks =
+      world_rank() == 0 ? std::vector{one, two, one} : std::vector{one, two, two};
+  std::shared_ptr<const MeshPattern> last;
+  for (const auto& ask : asks) last = detail::mesh_pattern(d, loc, ask);
+  // What this rank sends to the other must be what the other receives from it.
+  const int other = 1 - world_rank();
+  long sends = 0, receives = 0;
+  for (std::size_t k = 0; k < last->peers.size(); ++k)
+    if (last->peers[k] == other) {
+      sends = static_cast<long>(last->send[k].size());
+      receives = static_cast<long>(last->receive[k].size());
+    }
+  long expected = 0;
+  MPI_Sendrecv(&receives, 1, MPI_LONG, other, 7, &expected, 1, MPI_LONG, other, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  EXPECT_EQ(sends, expected) << "rank " << world_rank();
 }
 
 }  // namespace
