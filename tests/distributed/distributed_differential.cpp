@@ -27,12 +27,6 @@ namespace {
 const Dimension I = horizontal_dim("I"), J = horizontal_dim("J");
 constexpr std::int64_t kMargin = 6;  // local Cartesian fields reach this far past the rank's block (reads reach 4)
 
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
 // A value no computation of the fuzzer's programs produces from its inputs by chance.
 void poison(Field& f, std::int64_t offset) {
   switch (f.dtype()) {
@@ -285,6 +279,18 @@ class CaseRunner {
 };
 
 }  // namespace
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int world_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
 
 std::string DistributedSettings::describe(bool mesh) const {
   std::string s = sizes.to_string(mesh);

@@ -18,6 +18,10 @@
 
 namespace fieldflow::fuzz {
 
+// This process's rank in MPI_COMM_WORLD, and the number of ranks.
+int world_rank();
+int world_size();
+
 // How one case runs distributed.
 struct DistributedSettings {
   SizeSet sizes;                          // Cartesian ni, nj, nk; mesh nx, ny (torus or bounded, as the case says), nk

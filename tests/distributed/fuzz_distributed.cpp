@@ -30,17 +30,6 @@ using Outcome = DistributedOutcome;
 
 bool print_cases = false;  // --print: each case's settings and program before it runs
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
 Outcome run_case(const FuzzCase& c, std::uint64_t seed) {
   const DistributedSettings settings = draw_settings(c, seed);
   if (print_cases && world_rank() == 0) fmt::print("  {}\n", settings.describe(c.mesh));

@@ -24,16 +24,8 @@
 namespace fieldflow::distributed {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using fuzz::world_rank;
+using fuzz::world_size;
 
 constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 const std::uint64_t seed = 20261201;
@@ -418,6 +410,35 @@ TEST(DistributedErrors, FieldWithoutTheHaloTheProgramReads) {
   EXPECT_EQ(out.at<double>({d.begin(0), d.begin(1), 0}), 0.0);  // the biharmonic of a constant
 }
 
+// Only rank 0 computes (I = 4, its block is [0, 5)), and it reads its eastern neighbour's points one past the
+// grid's northern edge; that neighbour reads nothing, but its message carries those points, so
+// its field must hold them: a DomainError on every rank when it does not.
+TEST(DistributedErrors, FieldWithoutThePointsPastTheEdgeItSends) {
+  if (world_size() == 1) GTEST_SKIP() << "one rank sends nothing";
+  const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+  ProgramBuilder pb("north_east");
+  Expr a = pb.field("a", {I, J, K}, DType::float64), o = pb.field("o", {I, J, K}, DType::float64);
+  Expr nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("s", a(I + 1)(J + 1), {o}, {{K, 0, nk}, {I, 4, 5}, {J, 0, nj}});
+  const ir::Program program = pb.build();
+  const std::int64_t ni = 5 * world_size(), nj_value = 6;
+  CartesianDecomposition d(MPI_COMM_WORLD, {ni, nj_value, false, false}, {world_size(), 1});
+  DistributedProgram distributed(program, d);
+  auto call = [&](std::int64_t past_the_edge) {
+    Field fa({I, J, K}, DType::float64, {d.end(0) - d.begin(0) + 2, nj_value + past_the_edge, 2}, {d.begin(0), 0, 0});
+    Field fo({I, J, K}, DType::float64, {d.end(0) - d.begin(0), nj_value, 2}, {d.begin(0), 0, 0});
+    fa.fill(1.0);
+    distributed(Arguments().field("a", fa).field("o", fo).scalar("nj", static_cast<std::int32_t>(nj_value)).scalar("nk", 2));
+  };
+  try {
+    call(d.rank() == 0 ? 1 : 0);  // rank 0 holds what it reads; the others not what they send
+    ADD_FAILURE() << "no error on rank " << d.rank();
+  } catch (const DomainError& e) {
+    EXPECT_NE(std::string(e.what()).find("its halo exchange carries"), std::string::npos) << e.what();
+  }
+  call(1);  // then every rank holds them
+}
+
 TEST(DistributedErrors, MeshFieldWithoutItsHalo) {
   if (world_size() == 1) GTEST_SKIP() << "one rank has no halo";
   const examples::Example& ex = examples::example("c2e2co_sum");
@@ -720,6 +741,18 @@ TEST(DistributedFindings, InteriorKeepsClearOfEveryReadLeavingTheBlock) {
     const fuzz::DistributedOutcome o = fuzz::check_distributed(c, s);
     EXPECT_EQ(o.kind, fuzz::DistributedOutcome::passed) << o.detail;
   }
+}
+
+// Seed 5331: `o` written from a transient copy of itself read one point west. The overlap check
+// saw `o` read only at the point computed (by the copy's producer), so the pieces ran: the border
+// piece copied `o` after the interior had overwritten it.
+TEST(DistributedFindings, OutputsReadElsewhereThroughATransientRunInOnePiece) {
+  const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+  ProgramBuilder pb("west_of_itself");
+  Expr o = pb.field("o2", {I, J, K}, DType::float64);
+  Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("s", materialize("copy", o)(I - 1), {o}, {{K, 0, nk}, {I, maximum(Expr(2), ni - 5), ni + 1}, {J, 2, nj - 2}});
+  expect_equal_to_the_reference(finding(pb.build(), false, {{"o2", {2, 2}}}));
 }
 
 // Seed 43 (MPI_ERR_TRUNCATE): each rank keyed its cached exchange patterns by its own halo; a
