@@ -53,10 +53,12 @@ int main(int argc, char** argv) {
   std::uint64_t start = 1, count = 20;
   double minutes = 0;
   bool verbose = false;
+  std::uint64_t min_passed = 0;
   app.add_option("--seed", start, "first seed");
   app.add_option("--count", count, "number of seeds (ignored with --minutes)");
   app.add_option("--minutes", minutes, "run seeds from --seed on until this much time has passed");
   app.add_flag("--verbose", verbose, "print every case and why a refused one was refused");
+  app.add_option("--min-passed", min_passed, "fail unless at least this many programs ran and passed (not refused)");
   std::vector<std::size_t> keep;
   app.add_option("--keep-statements", keep, "keep only these statements of each program (shrinking a crash by hand)");
   app.add_flag("--print", print_cases, "print each program before running it (for a case that crashes)");
@@ -118,6 +120,8 @@ int main(int argc, char** argv) {
   if (rank == 0)
     fmt::print("{} ranks: {} programs in {:.1f} min: {} passed, {} refused by the decomposition, {} failed\n", ranks,
                cases[0] + cases[1] + cases[2], elapsed_minutes(), cases[0], cases[1], cases[2]);
+  const bool too_few = cases[Outcome::passed] < min_passed;
+  if (too_few && rank == 0) fmt::print("only {} programs passed, fewer than --min-passed {}\n", cases[Outcome::passed], min_passed);
   MPI_Finalize();
-  return cases[Outcome::failed] > 0 ? 1 : 0;
+  return cases[Outcome::failed] > 0 || too_few ? 1 : 0;
 }
