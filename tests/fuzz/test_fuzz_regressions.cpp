@@ -608,5 +608,32 @@ TEST(FuzzRegressions, AnUnreadElementOfATupleChoiceHoldingAScan) {
   }
 }
 
+// Fuzzer seed 24300112 (shrunk), class 29, NOT FIXED YET (run with --gtest_also_run_disabled_tests):
+// where(!flag, fc(V2C[5]), 1) with flag a static scalar (true). A fixed-index neighbour shift
+// through a missing neighbour is an error whichever branch is taken (the reference, and the
+// compiled program without static scalars, refuse the call); folding the static scalar drops the
+// branch, and with it the check of the rows it reads, so the folded instance accepts the call.
+TEST(FuzzRegressions, DISABLED_AFoldedBranchStillChecksItsFixedNeighbourShifts) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Cell = horizontal_dim("Cell");
+  const Connectivity V2C = make_connectivity("V2C", Vertex, Cell, 6);
+  const Mesh mesh = make_bounded_mesh(2, 3);  // V2C[5] of vertex 3 is -1
+  ProgramBuilder pb("folded_branch");
+  auto fc = pb.field("fc", {Cell, K}, DType::float64), o = pb.field("o", {Vertex, K}, DType::float64);
+  auto nv = pb.scalar("nv", DType::int32);
+  auto flag = pb.scalar("flag", DType::boolean);
+  pb.call("s", where(!flag, fc(V2C[5]), broadcast(1.0, {Vertex, K})), {o}, {{K, 0, 2}, {Vertex, 0, nv}});
+  const ir::Program p = pb.build();
+  Field ff({Cell, K}, DType::float64, {mesh.n_cells, 2});
+  ff.fill(0.5);
+  Field out({Vertex, K}, DType::float64, {mesh.n_vertices, 2});
+  const Arguments args = Arguments().field("fc", ff).field("o", out).scalar("nv", static_cast<std::int32_t>(mesh.n_vertices))
+                             .scalar("flag", true).connectivity("V2C", mesh.table("V2C"));
+  EXPECT_THROW(run_reference(p, args), DomainError);
+  EXPECT_THROW(compile(p, testing_support::cpu_options())(args), DomainError);
+  CompileOptions folded = testing_support::cpu_options();
+  folded.static_scalars = {{"flag", Scalar(true)}};
+  EXPECT_THROW(compile(p, folded)(args), DomainError);
+}
+
 }  // namespace
 }  // namespace fieldflow
