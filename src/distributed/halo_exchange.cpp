@@ -160,7 +160,7 @@ std::shared_ptr<const MeshPattern> mesh_pattern(const MeshDecomposition& d, cons
   // Reused only when every rank found the pattern of one build: each rank keys its cache by its
   // own halo, and the same halo here may have been built beside another halo there (found by
   // the distributed fuzzer: the sends of one build met the receives of another, MPI_ERR_TRUNCATE).
-  const std::int64_t build = it != d.patterns().patterns.end() ? static_cast<std::int64_t>(it->second->build) : 0;
+  const std::int64_t build = it != cache.end() ? static_cast<std::int64_t>(it->second->build) : 0;
   std::int64_t mine[2] = {build, -build}, most[2] = {0, 0};
   MPI_Allreduce(mine, most, 2, MPI_INT64_T, MPI_MAX, d.comm());
   if (build != 0 && most[0] == build && -most[1] == build) return it->second;

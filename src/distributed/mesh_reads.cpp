@@ -85,23 +85,12 @@ bool mark_rows_of_reductions(const ir::Schedule& s, const ir::Kernel& kern, cons
                        if (!src || src->kind != ir::DimAccess::Kind::table || src->hops.empty() || src->offset != 0 ||
                            src->root_offset != 0)
                          return true;
+                       // The hops to the point, then the row looked up there (all its slots for a
+                       // reduction: the skip values decide which count).
+                       std::vector<ir::TableHop> hops = src->hops;
+                       hops.push_back({e.conn.name, e.kind == ir::ExprKind::reduce || e.offset < 0 ? -1 : static_cast<int>(e.offset)});
                        std::vector<std::int64_t> reached = loop_list;
-                       if (!follow(s, t, src->hops, reached, rows)) {
-                         complete = false;
-                         return false;
-                       }
-                       const std::string table = table_of(s, e.conn.name);
-                       const NeighborTable& nt = t.mesh->table(table);
-                       const PointMask* whole = nullptr;
-                       if (t.complete_rows)
-                         if (auto it = t.complete_rows->find(table); it != t.complete_rows->end()) whole = &it->second;
-                       PointMask& looked_up = rows[nt.source];
-                       if (looked_up.size() < static_cast<std::size_t>(nt.n_source))
-                         looked_up.resize(static_cast<std::size_t>(nt.n_source), 0);
-                       for (const std::int64_t q : reached) {
-                         if (whole && !(*whole)[static_cast<std::size_t>(q)]) complete = false;
-                         looked_up[static_cast<std::size_t>(q)] = 1;
-                       }
+                       if (!follow(s, t, hops, reached, rows)) complete = false;
                        return true;
                      });
   return complete;

@@ -724,6 +724,32 @@ TEST(DistributedFindings, ReductionsOfNoFieldKeepTheRowsTheyCount) {
   expect_equal_to_the_reference(c);
 }
 
+// The same program on a decomposition built for one that reads nothing through tables: the rows
+// it counts are not all held, which is a DomainError on every rank, not a short count.
+TEST(DistributedFindings, ReductionsOfNoFieldOnAnotherProgramsDecompositionAreRefused) {
+  if (world_size() == 1) GTEST_SKIP() << "one rank holds every row";
+  const Dimension K = vertical_dim("K");
+  const Connectivity C2E2C = make_connectivity("C2E2C", Cell, Cell, 3), V2C = make_connectivity("V2C", Vertex, Cell, 6);
+  ProgramBuilder pb("neighbour_counts");
+  Expr o = pb.field("ov_1", {Vertex, K}, DType::float64);
+  Expr n_v = pb.scalar("n_v", DType::int32), nk = pb.scalar("nk", DType::int32);
+  const Expr counts = astype(neighbor_sum(broadcast(Expr::literal(Scalar(std::int64_t{1})), {Cell, C2E2C.local, K}), C2E2C),
+                             DType::float64);
+  pb.call("s", neighbor_sum(counts(V2C), V2C), {o}, {{K, 0, nk}, {Vertex, 0, n_v}});
+  ProgramBuilder other("in_place");
+  Expr a = other.field("a", {Vertex, K}, DType::float64), b = other.field("b", {Vertex, K}, DType::float64);
+  other.call("s", 2.0 * a, {b}, {{K, 0, 3}, {Vertex, 0, other.scalar("n_v", DType::int32)}});
+  const Mesh global = make_torus_mesh(8, 6);
+  MeshDecomposition d(MPI_COMM_WORLD, global, {other.build()});
+  try {
+    DistributedProgram program(pb.build(), d);
+    ADD_FAILURE() << "accepted on rank " << d.rank();
+  } catch (const DomainError& e) {
+    EXPECT_NE(std::string(e.what()).find("looks up table rows this rank does not hold completely"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Seed 2509: surf(J + 2) over J in [2, 5) on a rank whose block is [0, 6) needs a halo of one
 // point, and the interior piece (computed while the halo travels) was the block shrunk by that
 // one point: J = 4, which reads J = 6, ran before the halo arrived.
