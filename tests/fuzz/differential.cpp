@@ -17,6 +17,9 @@
 //  3. each call must agree with the reference: same acceptance, same error type, outputs
 //     untouched after a rejected call, every field (inputs too) equal bit for bit, where any NaN
 //     equals any NaN (a NaN's sign and payload depend on operand order, which is not semantics).
+//     The static-scalar instance is a specialised program: a good call the reference refuses
+//     only for what a folded branch reads, it accepts, as the reference backend given the same
+//     static scalars does (class 29).
 // The call order short, short, good, good catches state left behind by a rejected call.
 #include "fuzz/differential.h"
 #include "support/capi_codes.h"
@@ -283,11 +286,47 @@ class CaseRunner {
         CompileOptions o = options(TransientMemoryMode::pool, config_.threads[si % config_.threads.size()]);
         o.static_scalars = variants[0].data.scalars;
         Instance folded = make(Path::cpu, o);
+        Variant* expect = &variants[0];
+        std::optional<Variant> specialised;
+        if (!variants[0].expected.error.empty()) {
+          // A folded branch takes its requirements with it (docs/language.md, static scalars): a
+          // call refused only for what the dead branch reads is the specialised program's to
+          // accept. Its expectation is the reference backend's run of the same specialisation;
+          // a call the plain reference accepts keeps the plain reference as its yardstick, so a
+          // wrong fold (class 28) cannot hide behind a reference that folds the same way.
+          if (auto f = expect_specialised(variants[0], o.static_scalars, specialised)) return f;
+          expect = &*specialised;
+        }
         for (std::size_t call = 0; call < 2; ++call)
-          if (auto f = check_call(folded, variants[0], call)) return f;
+          if (auto f = check_call(folded, *expect, call)) return f;
       }
     }
     return std::nullopt;
+  }
+
+  // The specialised program's own expectation for a call the plain reference refuses: the
+  // reference backend compiled with the same static scalars. Folding may only drop requirements,
+  // so a refusal there must be the plain reference's refusal, of the same kind.
+  std::optional<Failure> expect_specialised(const Variant& plain, const std::map<std::string, Scalar>& statics,
+                                            std::optional<Variant>& out) {
+    CompileOptions ro;
+    ro.backend = Backend::reference;
+    ro.static_scalars = statics;
+    CompiledProgram reference = compile(c_.program, ro);
+    const CallData& d = plain.data;
+    out.emplace(Variant{plain.label + ", expectation of the specialised reference",
+                        CallData{d.mesh, d.clone_fields(), d.scalars, d.size_values, d.tables}, {}, d.clone_fields()});
+    out->expected = run_call(plain.data, [&](const Arguments& a) { reference(a); });
+    ++stats_.reference_calls;
+    if (out->expected.error.empty() || out->expected.error == plain.expected.error) return std::nullopt;
+    Failure f;
+    f.kind = "error mismatch";
+    f.path = Path::cpu;
+    f.layout = layout_;
+    f.detail = fmt::format("the reference with static scalars refuses the good call with {} ({}), the plain reference "
+                           "with {} ({}): folding added a requirement",
+                           out->expected.error, out->expected.message, plain.expected.error, plain.expected.message);
+    return f;
   }
 
   // An external-mode instance whose workspace is exactly what workspace_requirements reports for

@@ -1,6 +1,6 @@
 // Minimal programs the fuzzer found (docs/reliability.md, "Findings"), each compared with the
-// reference executor. Tests named  document defects that are not fixed yet: run them
-// with --gtest_also_run_disabled_tests.
+// reference executor. A defect not fixed yet gets a test named DISABLED_...; run those with
+// --gtest_also_run_disabled_tests (none today).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -608,15 +608,17 @@ TEST(FuzzRegressions, AnUnreadElementOfATupleChoiceHoldingAScan) {
   }
 }
 
-// Fuzzer seed 24300112 (shrunk), class 29, NOT FIXED YET (run with --gtest_also_run_disabled_tests):
-// where(!flag, fc(V2C[5]), 1) with flag a static scalar (true). A fixed-index neighbour shift
-// through a missing neighbour is an error whichever branch is taken (the reference, and the
-// compiled program without static scalars, refuse the call); folding the static scalar drops the
-// branch, and with it the check of the rows it reads, so the folded instance accepts the call.
-TEST(FuzzRegressions, DISABLED_AFoldedBranchStillChecksItsFixedNeighbourShifts) {
+// Fuzzer seeds 24300112 and 24400132 (shrunk), class 29, a harness defect: where(!flag,
+// fc(V2C[5]), 1) with flag a static scalar (true). Without static scalars a fixed-index shift
+// through a missing neighbour is refused whichever branch is taken (where reads both); with flag
+// static the branch is folded away and its requirements with it (docs/language.md, static
+// scalars), so the specialised program accepts the call, as the reference backend given the same
+// static scalars does. The harness compared the folded instance with the plain reference.
+TEST(FuzzRegressions, AFoldedBranchTakesItsNeighbourChecksWithIt) {
   const Dimension Vertex = horizontal_dim("Vertex"), Cell = horizontal_dim("Cell");
   const Connectivity V2C = make_connectivity("V2C", Vertex, Cell, 6);
   const Mesh mesh = make_bounded_mesh(2, 3);  // V2C[5] of vertex 3 is -1
+  ASSERT_EQ(mesh.table("V2C").data.at(3 * 6 + 5), -1);
   ProgramBuilder pb("folded_branch");
   auto fc = pb.field("fc", {Cell, K}, DType::float64), o = pb.field("o", {Vertex, K}, DType::float64);
   auto nv = pb.scalar("nv", DType::int32);
@@ -625,14 +627,74 @@ TEST(FuzzRegressions, DISABLED_AFoldedBranchStillChecksItsFixedNeighbourShifts) 
   const ir::Program p = pb.build();
   Field ff({Cell, K}, DType::float64, {mesh.n_cells, 2});
   ff.fill(0.5);
-  Field out({Vertex, K}, DType::float64, {mesh.n_vertices, 2});
-  const Arguments args = Arguments().field("fc", ff).field("o", out).scalar("nv", static_cast<std::int32_t>(mesh.n_vertices))
-                             .scalar("flag", true).connectivity("V2C", mesh.table("V2C"));
-  EXPECT_THROW(run_reference(p, args), DomainError);
-  EXPECT_THROW(compile(p, testing_support::cpu_options())(args), DomainError);
-  CompileOptions folded = testing_support::cpu_options();
-  folded.static_scalars = {{"flag", Scalar(true)}};
-  EXPECT_THROW(compile(p, folded)(args), DomainError);
+  auto call = [&](CompiledProgram c, Field& out) {
+    c(Arguments().field("fc", ff).field("o", out).scalar("nv", static_cast<std::int32_t>(mesh.n_vertices))
+          .scalar("flag", true).connectivity("V2C", mesh.table("V2C")));
+  };
+  auto fresh = [&] {
+    Field out({Vertex, K}, DType::float64, {mesh.n_vertices, 2});
+    out.fill(-7.0);
+    return out;
+  };
+  // Without static scalars: refused, the output untouched.
+  Field refused = fresh();
+  EXPECT_THROW(run_reference(p, Arguments().field("fc", ff).field("o", refused)
+                                    .scalar("nv", static_cast<std::int32_t>(mesh.n_vertices)).scalar("flag", true)
+                                    .connectivity("V2C", mesh.table("V2C"))),
+               DomainError);
+  EXPECT_THROW(call(compile(p, testing_support::cpu_options()), refused), DomainError);
+  for (int v = 0; v < mesh.n_vertices; ++v)
+    for (int k = 0; k < 2; ++k) EXPECT_EQ(refused.at<double>({v, k}), -7.0);
+  // Specialised for flag = true: o = 1 at every vertex, in the reference backend and compiled.
+  CompileOptions ro;
+  ro.backend = Backend::reference;
+  ro.static_scalars = {{"flag", Scalar(true)}};
+  Field expected = fresh();
+  call(compile(p, ro), expected);
+  for (int v = 0; v < mesh.n_vertices; ++v)
+    for (int k = 0; k < 2; ++k) EXPECT_EQ(expected.at<double>({v, k}), 1.0) << "vertex " << v << ", k " << k;
+  for (int threads : {1, 3}) {
+    CompileOptions folded = testing_support::cpu_options();
+    folded.static_scalars = ro.static_scalars;
+    folded.num_threads = threads;
+    folded.parallel_threshold = 0;
+    Field got = fresh();
+    call(compile(p, folded), got);
+    EXPECT_TRUE(same_bits(expected, got, fmt::format("o, {} thread(s)", threads)));
+  }
+  CompileOptions emulated = testing_support::cpu_options();
+  emulated.static_scalars = ro.static_scalars;
+  Field got = fresh();
+  call(driver::compile_cuda_emulated(p, emulated), got);
+  EXPECT_TRUE(same_bits(expected, got, "o (CUDA kernels, emulated)"));
+}
+
+// The other requirement a dead branch takes with it: the extent of a field only it reads. b is
+// read at I + 1 by the branch flag folds away, so b may be as short as the domain.
+TEST(FuzzRegressions, AFoldedBranchTakesItsFieldExtentsWithIt) {
+  ProgramBuilder pb("folded_extent");
+  auto a = pb.field("a", {I, K}, DType::float64), b = pb.field("b", {I, K}, DType::float64);
+  auto o = pb.field("o", {I, K}, DType::float64);
+  auto flag = pb.scalar("flag", DType::boolean);
+  pb.call("s", where(flag, a * 2.0, b(I + 1)), {o}, {{I, 0, 5}, {K, 0, 3}});
+  const ir::Program p = pb.build();
+  Field fa({I, K}, DType::float64, {5, 3}), fb({I, K}, DType::float64, {5, 3});  // b one point short for I + 1
+  for (int i = 0; i < 5; ++i)
+    for (int k = 0; k < 3; ++k) fa.at<double>({i, k}) = i + 0.25 * k;
+  fb.fill(3.0);
+  auto args = [&](Field& out) { return Arguments().field("a", fa).field("b", fb).field("o", out).scalar("flag", true); };
+  Field refused({I, K}, DType::float64, {5, 3});
+  EXPECT_THROW(run_reference(p, args(refused)), DomainError);
+  EXPECT_THROW(compile(p, testing_support::cpu_options())(args(refused)), DomainError);
+  for (Backend backend : {Backend::reference, Backend::cpu}) {
+    CompileOptions folded = backend == Backend::cpu ? testing_support::cpu_options() : CompileOptions{};
+    folded.backend = backend;
+    folded.static_scalars = {{"flag", Scalar(true)}};
+    Field out({I, K}, DType::float64, {5, 3});
+    compile(p, folded)(args(out));
+    for (int i = 0; i < 5; ++i)
+      for (int k = 0; k < 3; ++k) EXPECT_EQ(out.at<double>({i, k}), 2.0 * (i + 0.25 * k)) << to_string(backend);
+  }
 }
 
 }  // namespace
