@@ -94,7 +94,8 @@ class CaseRunner {
         distributed::DistributedProgram p(c.program, d, options, spread);
         return run_steps(data, p, mesh_part(d), nullptr, &d);
       }
-      distributed::CartesianDecomposition d(MPI_COMM_WORLD, {s.sizes.ni, s.sizes.nj, false, false}, s.process_grid);
+      distributed::CartesianDecomposition d(MPI_COMM_WORLD, {s.sizes.ni, s.sizes.nj, s.periodic[0], s.periodic[1]},
+                                            s.process_grid);
       distributed::DistributedProgram p(c.program, d, options, spread);
       return run_steps(data, p, cartesian_part(d), &d, nullptr);
     } catch (const ProgramError& e) {
@@ -102,24 +103,27 @@ class CaseRunner {
     }
   }
 
-  // Cartesian: global indices kept; the rank holds its block along I and J, and at a grid edge
-  // what lies beyond it (the host's boundary values, and the points it computes there).
+  // Cartesian: global indices kept; the rank holds its block along I and J, and at a
+  // non-periodic grid edge what lies beyond it (the host's boundary values, and the points it
+  // computes there). Past a periodic edge lies halo like any other, which the exchange fills.
   std::function<Part(const Field&)> cartesian_part(const distributed::CartesianDecomposition& d) {
     return [&d](const Field& g) {
       const int axes[2] = {g.axis_of(I), g.axis_of(J)};
       const std::int64_t n[2] = {d.grid().nx, d.grid().ny};
-      auto along = [&d, n](int a, std::int64_t i) {
-        return (i >= d.begin(a) && i < d.end(a)) || (i < 0 && d.begin(a) == 0) || (i >= n[a] && d.end(a) == n[a]);
+      const bool wraps[2] = {d.grid().periodic_i, d.grid().periodic_j};
+      auto along = [&d, n, wraps](int a, std::int64_t i) {
+        return (i >= d.begin(a) && i < d.end(a)) ||
+               (!wraps[a] && ((i < 0 && d.begin(a) == 0) || (i >= n[a] && d.end(a) == n[a])));
       };
       Part p;
-      p.mine = [axes, n, along](const std::vector<std::int64_t>& i) {
+      p.mine = [axes, n, wraps, along](const std::vector<std::int64_t>& i) {
         bool all = true, beyond = false;
         for (int a = 0; a < 2; ++a)
           if (axes[a] >= 0) {
             all = all && along(a, i[axes[a]]);
-            beyond = beyond || i[axes[a]] < 0 || i[axes[a]] >= n[a];
+            beyond = beyond || (!wraps[a] && (i[axes[a]] < 0 || i[axes[a]] >= n[a]));
           }
-        return all || beyond;  // beyond the grid: the host's boundary values, given to every rank
+        return all || beyond;  // beyond a non-periodic edge: the host's boundary values, given to every rank
       };
       p.global = [](const std::vector<std::int64_t>& i) { return i; };
       p.compared = [axes, along](const std::vector<std::int64_t>& i) {
@@ -202,6 +206,8 @@ class CaseRunner {
     for (const std::string& t : data.tables) local_args.connectivity(t, mesh ? mesh->local_mesh().table(t) : data.mesh->table(t));
 
     for (int step = 0; step < settings_.steps; ++step) {
+      if (cart)
+        for (auto& [name, g] : global) wrap_past_periodic_edges(g, *cart);
       // A rank's finding ends the case on every rank: the others must not wait in the next call.
       bool stop = false;
       Outcome o = check_step(step, global_args, local_args, global, local, parts, written, program, stop);
@@ -219,6 +225,27 @@ class CaseRunner {
       }
     }
     return {};
+  }
+
+  // What a host does before each call on one rank of a periodic grid: every point past a
+  // periodic edge (that the field has) takes the value of the point it wraps to.
+  static void wrap_past_periodic_edges(Field& g, const distributed::CartesianDecomposition& d) {
+    const int axes[2] = {g.axis_of(I), g.axis_of(J)};
+    const std::int64_t n[2] = {d.grid().nx, d.grid().ny};
+    const bool wraps[2] = {d.grid().periodic_i, d.grid().periodic_j};
+    g.for_each_index([&](const std::vector<std::int64_t>& i) {
+      std::vector<std::int64_t> w = i;
+      for (int a = 0; a < 2; ++a)
+        if (axes[a] >= 0 && wraps[a]) {
+          const int fa = axes[a];
+          w[fa] = (i[fa] % n[a] + n[a]) % n[a];
+          if (w[fa] < g.origin()[fa] || w[fa] >= g.origin()[fa] + g.shape()[fa]) return;
+        }
+      if (w == i) return;
+      const std::size_t bytes = size_of(g.dtype());
+      std::memcpy(static_cast<char*>(g.data()) + g.offset_of(i) * bytes,
+                  static_cast<const char*>(g.data()) + g.offset_of(w) * bytes, bytes);
+    });
   }
 
   // One step: the reference over the global fields, the distributed call over the rank's, then
@@ -242,6 +269,8 @@ class CaseRunner {
     }
     if (want_error.empty() && got_error == "DomainError" && got_message.find("fewer ranks") != std::string::npos)
       return {Outcome::refused, got_message};  // a halo wider than a block: the decomposition's limit
+    if (want_error.empty() && got_error == "DomainError" && got_message.find("beyond the periodic grid") != std::string::npos)
+      return {Outcome::refused, got_message};  // a periodic grid has no points past its edge to compute
     if (want_error != got_error)
       return {Outcome::failed, fmt::format("step {}: the reference {}, the distributed call {}{}", step,
                                            want_error.empty() ? "accepted" : fmt::format("threw {} ({})", want_error, want_message),
@@ -294,7 +323,10 @@ int world_size() {
 
 std::string DistributedSettings::describe(bool mesh) const {
   std::string s = sizes.to_string(mesh);
-  if (!mesh) s += fmt::format(", {}x{} ranks", process_grid[0], process_grid[1]);
+  if (!mesh)
+    s += fmt::format(", {}x{} ranks{}", process_grid[0], process_grid[1],
+                     periodic[0] || periodic[1] ? fmt::format(", periodic {}{}", periodic[0] ? "I" : "", periodic[1] ? "J" : "")
+                                                : std::string());
   return s + fmt::format(", {}, {}, {} thread(s), overlap {}", to_string(layout), to_string(mode), threads, overlap);
 }
 
@@ -317,6 +349,18 @@ DistributedSettings draw_settings(const FuzzCase& c, std::uint64_t seed) {
   s.mode = std::array{TransientMemoryMode::pool, TransientMemoryMode::scoped, TransientMemoryMode::persistent,
                       TransientMemoryMode::external}[uni(0, 3)];
   s.overlap = uni(0, 1);
+  if (!c.mesh) {  // drawn last: earlier seeds keep their other settings
+    s.periodic = {uni(0, 1) == 0, uni(0, 1) == 0};
+    // A periodic grid has no points past its edge to compute (a call there is refused), and many
+    // of the generator's programs have a domain reaching past some edge: an axis wraps only where
+    // every domain along it lies inside the grid, so periodic cases run rather than being refused.
+    const std::map<std::string, std::int64_t> sizes{{"ni", s.sizes.ni}, {"nj", s.sizes.nj}, {"nk", s.sizes.nk}};
+    const std::int64_t n[2] = {s.sizes.ni, s.sizes.nj};
+    for (const ir::Stmt& st : c.program.stmts)
+      for (const auto& r : st.domain)
+        for (int a = 0; a < 2; ++a)
+          if (r.dim == (a == 0 ? I : J) && (r.lo.evaluate(sizes) < 0 || r.hi.evaluate(sizes) > n[a])) s.periodic[a] = false;
+  }
   return s;
 }
 

@@ -26,6 +26,10 @@ int world_size();
 struct DistributedSettings {
   SizeSet sizes;                          // Cartesian ni, nj, nk; mesh nx, ny (torus or bounded, as the case says), nk
   std::array<int, 2> process_grid{0, 0};  // Cartesian: ranks along I and J (0: MPI_Dims_create's choice)
+  // Cartesian: the grid wraps along I, J. The reference's fields then hold, past each periodic
+  // edge, the wrapped points' values (the host fills them before each call, as on one rank),
+  // which the distributed call must receive from its neighbours instead.
+  std::array<bool, 2> periodic{false, false};
   Layout layout = Layout::vertical_fastest;
   TransientMemoryMode mode = TransientMemoryMode::pool;  // external: a host allocator callback
   int threads = 1;                        // OpenMP threads per rank; every piece takes the parallel path

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
     int go = minutes > 0 ? elapsed_minutes() < minutes : seed < start + count;
     MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);  // every rank stops after the same seed
     if (!go) break;
+    generate.inside_the_grid = seed % 2 == 0;  // every other Cartesian program can run on a periodic grid
     FuzzCase c = generate_case(seed, generate);
     if (!keep.empty()) {
       std::vector<ir::Stmt> kept;
@@ -112,8 +113,8 @@ int main(int argc, char** argv) {
         fmt::print("  shrunk in {} tries ({} kept):\n{}\n  reproduce: mpirun -np {} {} --seed {} --count 1 --verbose\n",
                    stats.attempts, stats.accepted, ir::print(small.program), ranks, argv[0], seed);
     } else if (rank == 0 && verbose) {
-      fmt::print("seed {}: {}{}\n", seed, worst == Outcome::refused ? "refused: " : "passed",
-                 worst == Outcome::refused ? o.detail : "");
+      fmt::print("seed {}: {} ({}){}\n", seed, worst == Outcome::refused ? "refused" : "passed",
+                 draw_settings(c, seed).describe(c.mesh), worst == Outcome::refused ? ": " + o.detail : "");
     }
     std::fflush(stdout);
   }

@@ -773,8 +773,12 @@ class Generator {
     }
     if (!mesh_) {
       for (int dim = 0; dim < 2; ++dim) {
-        const int lo = pick(std::vector<int>{-1, 0, 0, 1, 2});
-        const int hi_off = pick(std::vector<int>{-2, -1, 0, 0, 1});
+        int lo = pick(std::vector<int>{-1, 0, 0, 1, 2});
+        int hi_off = pick(std::vector<int>{-2, -1, 0, 0, 1});
+        if (options_.inside_the_grid) {
+          lo = std::max(lo, 0);
+          hi_off = std::min(hi_off, 0);
+        }
         const Expr n = scalars_.at(dim == 0 ? "ni" : "nj");
         d.bounds.push_back({dim == 0 ? I : J, narrower_lo(lo, n), narrower_hi(n + hi_off, n)});
         d.ctx.budget.lo[dim] = lo + halo;

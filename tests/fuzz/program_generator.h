@@ -53,6 +53,9 @@ struct GenerateOptions {
   // location, [0, n); data-dependent offsets only along K; no index of a mesh location (points
   // are numbered per rank), neither as a value nor in a concat_where condition.
   bool decomposable = false;
+  // Cartesian domains inside the grid, [0, n) or narrower, as a periodic grid needs (it has no
+  // points past its edges to compute).
+  bool inside_the_grid = false;
 };
 
 FuzzCase generate_case(std::uint64_t seed, const GenerateOptions& options = {});
