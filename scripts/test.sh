@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds fieldflow with its tests and runs all of them: first the concurrency tests of the
 # transient-memory layer under ThreadSanitizer (a Debug build, which also verifies the schedule
-# after every lowering pass), then the memory-handling tests under AddressSanitizer,
+# after every lowering pass), then generated parallel code under ThreadSanitizer (a clang build),
+# then the memory-handling tests under AddressSanitizer,
 # UndefinedBehaviorSanitizer and LeakSanitizer, then the whole suite (optimised) through CTest, then
 # the Python package's tests.
 set -euo pipefail
@@ -16,6 +17,12 @@ cmake --build --preset tsan --target test_runtime_memory test_runtime_compiled
 export TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}"
 FIELDFLOW_CACHE_DIR="$PWD/build/tsan/test-cache" build/tsan/tests/runtime/test_runtime_memory --gtest_brief=1
 FIELDFLOW_CACHE_DIR="$PWD/build/tsan/test-cache" build/tsan/tests/runtime/test_runtime_compiled --gtest_brief=1
+
+# ThreadSanitizer over the generated modules too (a clang build whose modules run on libomp,
+# annotated by Archer): the check that a race in a module is reported, the compiled-program tests,
+# and 10 fuzzer programs at a fixed seed with 1-4 threads (scripts/race.sh; longer runs by hand).
+stage "ThreadSanitizer over generated modules (clang, libomp + Archer)"
+scripts/race.sh 10 --seed 1
 
 # AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer, the library and the generated
 # modules alike (the JIT compiles them with the same sanitizers into their own cache entries: the

@@ -23,8 +23,8 @@
 // Defined for this file only: the paths by the top-level CMakeLists.txt, the module sanitizers by
 // src/toolchain/CMakeLists.txt.
 #if !defined(FIELDFLOW_SOURCE_INCLUDE_DIR) || !defined(FIELDFLOW_INSTALL_INCLUDE_DIR) || \
-    !defined(FIELDFLOW_JIT_SANITIZE)
-#error "FIELDFLOW_SOURCE_INCLUDE_DIR, FIELDFLOW_INSTALL_INCLUDE_DIR and FIELDFLOW_JIT_SANITIZE must be defined"
+    !defined(FIELDFLOW_JIT_SANITIZE) || !defined(FIELDFLOW_JIT_DEFAULT_CXX)
+#error "FIELDFLOW_SOURCE_INCLUDE_DIR, FIELDFLOW_INSTALL_INCLUDE_DIR, FIELDFLOW_JIT_SANITIZE and FIELDFLOW_JIT_DEFAULT_CXX must be defined"
 #endif
 
 extern char** environ;
@@ -218,7 +218,7 @@ CompilerConfig default_compiler_config(bool openmp) {
   CompilerConfig config;
   config.cxx = env_or_empty("FIELDFLOW_CXX");
   if (config.cxx.empty()) config.cxx = env_or_empty("CXX");
-  if (config.cxx.empty()) config.cxx = "c++";
+  if (config.cxx.empty()) config.cxx = FIELDFLOW_JIT_DEFAULT_CXX;  // c++, or a TSan clang build's own clang
   // -fno-math-errno lets sqrt & co. become single instructions without changing any result;
   // -ffast-math would (reassociation, flushed denormals) and is therefore never used.
   config.flags = {"-std=c++20", "-O3", jit_march_flag(), "-fPIC", "-shared", "-fno-math-errno",

@@ -21,11 +21,13 @@ struct CompilerConfig {
 };
 
 // The configuration the JIT uses unless the caller supplies one.
-//   compiler: env FIELDFLOW_CXX, else env CXX, else "c++".
+//   compiler: env FIELDFLOW_CXX, else env CXX, else "c++" (in a clang build with ThreadSanitizer,
+//             that clang: its modules must share the process's sanitizer runtime).
 //   flags:    -std=c++20 -O3 -march=native -fPIC -shared -fno-math-errno [-fopenmp] -I<include>
 //             where <include> is env FIELDFLOW_INCLUDE_DIR, else the source tree's include/ (if it
 //             exists), else the install prefix's include/; plus -fsanitize=<...> when the library
-//             itself is built with run-time sanitizers (CMake FIELDFLOW_SANITIZE, GCC builds).
+//             itself is built with run-time sanitizers (CMake FIELDFLOW_SANITIZE: ASan, UBSan,
+//             LSan in GCC builds; TSan in clang builds, whose libomp Archer annotates).
 // Deliberately no -ffast-math: compiled results must be bitwise equal to the reference interpreter.
 // The environment is read on every call, so a host may change it between compilations.
 CompilerConfig default_compiler_config(bool openmp = true);

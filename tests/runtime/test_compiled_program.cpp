@@ -139,7 +139,7 @@ TEST(CompiledProgram, EnumOptionsOutOfRangeAreRejectedAtCompileTime) {
   backend.backend = static_cast<Backend>(5);
   expect_option_error(backend, "backend 5 is not a backend");
   CompileOptions device;
-  static char block[256] alignas(256);
+  alignas(256) static char block[256];
   device.memory.external_workspace[static_cast<Device>(4)] = Workspace{block, 256, static_cast<Device>(4), {}};
   expect_option_error(device, "device 4, which is not a device");
   CompileOptions threshold;

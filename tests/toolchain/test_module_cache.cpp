@@ -25,6 +25,12 @@
 #include "toolchain/module_cache.h"
 #include "toolchain/toolchain_support.h"
 
+#if defined(FIELDFLOW_TEST_CLANG_TSAN)
+// A reported race ends the process (the death test below relies on it); libomp itself is not
+// instrumented, and Archer supplies its synchronisation instead.
+extern "C" const char* __tsan_default_options() { return "halt_on_error=1 ignore_noninstrumented_modules=1"; }
+#endif
+
 namespace fieldflow::toolchain {
 namespace {
 namespace fs = std::filesystem;
@@ -149,6 +155,30 @@ TEST(CompilerConfigTest, SanitizedLibraryCompilesSanitizedModules) {
   plain.flags.erase(plain.flags.begin() + (sanitize - config.flags.begin()));
   ModuleCache cache(fs::temp_directory_path() / "fieldflow-test-unused");
   EXPECT_NE(cache.key_for("int x;", config, ""), cache.key_for("int x;", plain, ""));
+#elif defined(FIELDFLOW_TEST_CLANG_TSAN)
+  // The race preset: modules get ThreadSanitizer and run on libomp, whose barriers Archer
+  // annotates (scripts/race.sh sets OMP_TOOL_LIBRARIES). A reduction is race-free; a shared
+  // counter written by every thread of a parallel loop is reported.
+  ASSERT_NE(sanitize, config.flags.end());
+  EXPECT_EQ(*sanitize, "-fsanitize=thread");
+  const fs::path dir = fs::temp_directory_path() / fmt::format("fieldflow-test-tsan-{}", getpid());
+  fs::create_directories(dir);
+  std::ofstream(dir / "race.cpp") << "extern \"C\" int reduced(int n) {\n  int hits = 0;\n"
+                                     "#pragma omp parallel for num_threads(4) reduction(+ : hits)\n"
+                                     "  for (int i = 0; i < n; ++i) hits += 1;\n  return hits;\n}\n"
+                                     "extern \"C\" int racy(int n) {\n  int hits = 0;\n"
+                                     "#pragma omp parallel for num_threads(4)\n"
+                                     "  for (int i = 0; i < n; ++i) hits += 1;\n  return hits;\n}\n";
+  compile_shared_object(dir / "race.cpp", dir / "race.so", default_compiler_config(true));
+  {
+    LoadedModule module(dir / "race.so");
+    auto* reduced = reinterpret_cast<int (*)(int)>(module.symbol("reduced"));
+    auto* racy = reinterpret_cast<int (*)(int)>(module.symbol("racy"));
+    EXPECT_EQ(reduced(4000), 4000);
+    GTEST_FLAG_SET(death_test_style, "threadsafe");  // libomp's threads exist: re-run the binary for the child
+    EXPECT_DEATH(racy(4000), "ThreadSanitizer: data race");
+  }
+  fs::remove_all(dir);
 #else
   EXPECT_EQ(sanitize, config.flags.end()) << (sanitize != config.flags.end() ? *sanitize : "");
 #endif
@@ -187,7 +217,7 @@ TEST(CompilerConfigTest, EnvironmentChoosesCompilerAndIncludeDir) {
   {
     ScopedEnv ff("FIELDFLOW_CXX", std::nullopt);
     ScopedEnv cxx("CXX", std::nullopt);
-    EXPECT_EQ(default_compiler_config().cxx, "c++");
+    EXPECT_EQ(default_compiler_config().cxx, FIELDFLOW_JIT_DEFAULT_CXX);
   }
   ScopedEnv include("FIELDFLOW_INCLUDE_DIR", "/opt/ff/include");
   const auto flags = default_compiler_config().flags;
