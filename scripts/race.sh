@@ -14,6 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 programs="${1:-20}"
 shift || true
+case "$programs" in
+  ''|*[!0-9]*) echo "scripts/race.sh: the first argument is the number of programs, got '$programs'" >&2; exit 2 ;;
+esac
 scripts/install-deps.sh
 cmake --preset race >/dev/null
 cmake --build --preset race --target test_toolchain test_runtime_compiled fieldflow_fuzz_programs
