@@ -297,8 +297,10 @@ class CaseRunner {
           if (auto f = expect_specialised(variants[0], o.static_scalars, specialised)) return f;
           expect = &*specialised;
         }
-        for (std::size_t call = 0; call < 2; ++call)
+        for (std::size_t call = 0; call < 2; ++call) {
           if (auto f = check_call(folded, *expect, call)) return f;
+          if (specialised && specialised->expected.error.empty()) ++stats_.specialised_calls;
+        }
       }
     }
     return std::nullopt;

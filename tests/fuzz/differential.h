@@ -49,6 +49,7 @@ struct RunStats {
   std::uint64_t compiled_calls = 0, reference_calls = 0, rejected_calls = 0, compiles = 0;
   std::uint64_t cuda_kernel_calls = 0, cuda_runner_calls = 0;  // of compiled_calls
   std::uint64_t static_scalar_calls = 0;                       // of compiled_calls: every scalar folded in
+  std::uint64_t specialised_calls = 0;  // of static_scalar_calls: refused by the plain reference, accepted as specialised
   std::uint64_t c_api_calls = 0;                               // of compiled_calls: through the C API
 };
 

@@ -188,9 +188,9 @@ int main(int argc, char** argv) {
   }
   if (elapsed() - last_report > 1) report();
   fmt::print("done: {} programs in {:.1f} min, {} compiles (most are cache hits), {} compiled calls (emulated CUDA: "
-             "{} kernels, {} runner; {} static scalars; {} through the C API), {} failing programs\n", tried,
-             elapsed() / 60, stats.compiles, stats.compiled_calls, stats.cuda_kernel_calls, stats.cuda_runner_calls,
-             stats.static_scalar_calls, stats.c_api_calls, failed);
+             "{} kernels, {} runner; {} static scalars, {} of them specialised; {} through the C API), {} failing programs\n",
+             tried, elapsed() / 60, stats.compiles, stats.compiled_calls, stats.cuda_kernel_calls, stats.cuda_runner_calls,
+             stats.static_scalar_calls, stats.specialised_calls, stats.c_api_calls, failed);
   for (const auto& [kind, n] : failures_by_kind) fmt::print("  {}: {} program(s)\n", kind, n);
   return failed ? 1 : 0;
 }
