@@ -436,9 +436,11 @@ void compile_shared_object(const fs::path& source_in, const fs::path& output_in,
   }
   const std::string what = succeeded(status) ? "reported success but produced no output file"
                                              : describe_wait_status(status);
+  // A caller that asks for a kept copy removes `source` (and the log beside `output`) itself: when
+  // the copy failed, naming them would send the user to files that are gone.
   const std::string kept = keep_problem.empty()
-                               ? kept_source.string()
-                               : fmt::format("{} (could not keep a copy: {})", source.string(), keep_problem);
+                               ? fmt::format("source kept at: {}\n  full log: {}", kept_source.string(), kept_log.string())
+                               : fmt::format("source and full log not kept (could not keep a copy: {})", keep_problem);
   const fs::path folder = output.parent_path();
   const std::uintmax_t free_here = secure_fs::free_bytes(folder);
   if (mentions_full_disk(captured) || secure_fs::is_no_space(log_error) || free_here < kLowSpaceBytes) {
@@ -451,9 +453,8 @@ void compile_shared_object(const fs::path& source_in, const fs::path& output_in,
         diagnostics.empty() ? "(none)" : diagnostics));
   }
   throw CompileError(fmt::format(
-      "the C++ compiler failed on generated code ({})\n  command: {}\n  source kept at: {}\n"
-      "  full log: {}\ndiagnostics:\n{}",
-      what, command_line(argv), kept, kept_log.string(), diagnostics));
+      "the C++ compiler failed on generated code ({})\n  command: {}\n  {}\ndiagnostics:\n{}", what,
+      command_line(argv), kept, diagnostics));
 }
 
 }  // namespace fieldflow::toolchain

@@ -53,6 +53,7 @@ std::string compiler_identity(const std::string& cxx);
 // ~8 KB) and where the source can be found: `source` itself, or, when `keep_source_on_failure` is
 // non-empty, that path, to which the source (and the log, as <stem>.log) are copied first -- the
 // module cache compiles in a temporary directory it deletes, so it keeps failed sources elsewhere.
+// When that copy fails the message says so and names neither (the caller removes them).
 // The kept copies are private files written without following symbolic links (secure_fs.h).
 // When the compiler failed because a disk is full ("No space left on device" in its output, or
 // under 1 MiB left next to `output`), throws CacheError instead, saying so and naming the folders.

@@ -309,12 +309,16 @@ class KeyLock {
 // leave its temporary directory behind.
 class RemoveOnExit {
  public:
-  explicit RemoveOnExit(fs::path path) : path_(std::move(path)) {}
+  // `names`: the files a build writes into the folder, removed by name if listing it fails.
+  RemoveOnExit(fs::path path, std::vector<std::string> names) : path_(std::move(path)), names_(std::move(names)) {}
   ~RemoveOnExit() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
+    if (path_.empty()) return;
+    std::error_code ec;
+    if (fs::remove_all(path_, ec) != static_cast<std::uintmax_t>(-1) && !ec) return;
+    // remove_all lists the folder, which takes a file descriptor: when the build failed because
+    // the process has none left (RLIMIT_NOFILE), neither has this. unlink and rmdir take none.
+    for (const std::string& name : names_) unlink((path_ / name).c_str());
+    rmdir(path_.c_str());
   }
   RemoveOnExit(const RemoveOnExit&) = delete;
   RemoveOnExit& operator=(const RemoveOnExit&) = delete;
@@ -322,6 +326,7 @@ class RemoveOnExit {
 
  private:
   fs::path path_;
+  std::vector<std::string> names_;
 };
 
 class CloseOnExit {
@@ -716,7 +721,8 @@ std::optional<ModuleCache::Outcome> ModuleCache::lookup_in(const fs::path& dir, 
     *why = fmt::format("cannot create '{}': {}", staging.string(), std::strerror(error));
     return std::nullopt;
   }
-  RemoveOnExit cleanup(staging);
+  RemoveOnExit cleanup(staging, {rq.source_file(), rq.artifact(), fs::path(rq.artifact()).replace_extension(".log").string(),
+                                 kMetaFile});
   const int dirfd = secure_fs::open_folder(staging);
   if (dirfd < 0) {
     throw CacheError(fmt::format("cannot open the build folder '{}': {}", staging.string(), std::strerror(errno)));

@@ -7,7 +7,9 @@
 // when this process may mount (root with CAP_SYS_ADMIN), otherwise those two tests are skipped and
 // the same code paths are reached another way (a directory where the lock file should be; a
 // compiler that reports "No space left on device").
+#include <dirent.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -306,6 +308,8 @@ TEST_F(CacheHardeningTest, FailedSourceIsNeverWrittenThroughASymlink) {
     FAIL() << "expected a CompileError";
   } catch (const CompileError& e) {
     EXPECT_NE(std::string(e.what()).find("could not keep a copy"), std::string::npos) << e.what();
+    // Nor does it send the user to the build folder's copies, which are removed.
+    EXPECT_EQ(std::string(e.what()).find("kept at"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(fs::is_empty(elsewhere));
 }
@@ -834,6 +838,76 @@ TEST_F(CacheHardeningTest, CacheFolderDeletedWhileCompiling) {
   LoadedEntry loaded = cache.get_or_load("answer", kAnswer42, deleting, "");
   EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
   expect_consistent(cache);
+}
+
+// The process's open descriptors, from /proc/self/fd (less the listing's own).
+std::vector<int> open_descriptors() {
+  std::vector<int> fds;
+  DIR* listing = opendir("/proc/self/fd");
+  if (listing == nullptr) throw std::runtime_error("cannot list /proc/self/fd");
+  while (const dirent* item = readdir(listing)) {
+    if (item->d_name[0] == '.') continue;
+    if (const int fd = std::stoi(item->d_name); fd != dirfd(listing)) fds.push_back(fd);
+  }
+  closedir(listing);
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
+// A model that has opened many files (NetCDF output, MPI) reaches RLIMIT_NOFILE. The soft limit is
+// lowered so that only 0, 1, 2, ... more descriptors can be opened, until a cache miss succeeds:
+// each try fails where the miss holds the most descriptors at once. Twice: the first miss also asks
+// the compiler for its identity (the pipe to `--version`, the compiler's script), the second, whose
+// identity is remembered, fails in the build (the lock file held while the pipe to the compiler is
+// open, the compiler's own files). Each failure must be a typed error (not an InternalError, not a
+// raw std::system_error), leak no descriptor, publish nothing and leave no temporaries.
+TEST_F(CacheHardeningTest, RunningOutOfFileDescriptorsIsTypedAndLeaksNothing) {
+  const CompilerConfig copying = fake_compiler("copying-cxx", "cp '" + prebuilt().string() + "' \"$out\"");
+  struct rlimit original {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &original), 0);
+  const std::vector<int> before = open_descriptors();
+  rlim_t no_spare = 0;  // the limit that leaves no descriptor free
+  while (std::binary_search(before.begin(), before.end(), static_cast<int>(no_spare))) ++no_spare;
+  std::vector<std::string> failures;
+  auto sweep = [&](const std::string& source) {
+    std::size_t published = 0;
+    for (rlim_t limit = no_spare; limit < no_spare + 64; ++limit) {
+      SCOPED_TRACE(fmt::format("RLIMIT_NOFILE {} ({} spare)", limit, limit - no_spare));
+      std::string what;
+      struct rlimit lowered = original;
+      lowered.rlim_cur = limit;
+      ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+      try {
+        ModuleCache cache(cache_dir_);
+        LoadedEntry loaded = cache.get_or_load("answer", source, copying, "");
+        ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
+        EXPECT_FALSE(loaded.entry.was_hit);
+        EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+        EXPECT_EQ(cache.list().size(), published + 1);
+        return;
+      } catch (const InternalError& e) {
+        ADD_FAILURE() << "InternalError: " << e.what();
+      } catch (const Error& e) {
+        what = e.what();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "not a fieldflow error: " << typeid(e).name() << ": " << e.what();
+      }
+      ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
+      failures.push_back(what);
+      EXPECT_EQ(open_descriptors(), before) << "descriptors leaked by a lookup that failed with: " << what;
+      const ModuleCache cache(cache_dir_);
+      expect_consistent(cache);
+      published = cache.list().size();
+    }
+    ADD_FAILURE() << "the miss never succeeded with up to 64 spare descriptors";
+  };
+  sweep(kAnswer42);
+  const std::size_t identity_failures = failures.size();
+  sweep(std::string(kAnswer42) + "// another program\n");
+  EXPECT_GE(identity_failures, 2u);
+  EXPECT_GE(failures.size() - identity_failures, 1u);
+  for (std::size_t i = 0; i < failures.size(); ++i) RecordProperty(fmt::format("failure{}", i), failures[i]);
+  EXPECT_EQ(open_descriptors(), before);
 }
 
 }  // namespace
