@@ -856,11 +856,14 @@ std::vector<int> open_descriptors() {
 
 // A model that has opened many files (NetCDF output, MPI) reaches RLIMIT_NOFILE. The soft limit is
 // lowered so that only 0, 1, 2, ... more descriptors can be opened, until a cache miss succeeds:
-// each try fails where the miss holds the most descriptors at once. Twice: the first miss also asks
-// the compiler for its identity (the pipe to `--version`, the compiler's script), the second, whose
-// identity is remembered, fails in the build (the lock file held while the pipe to the compiler is
-// open, the compiler's own files). Each failure must be a typed error (not an InternalError, not a
-// raw std::system_error), leak no descriptor, publish nothing and leave no temporaries.
+// each try fails at the first step that needs more descriptors at once than the limit leaves.
+// Twice: the first miss also asks the compiler for its identity (the pipe to `--version`, the
+// compiler's script), the second, whose identity is remembered, fails in the build (the lock, the
+// build folder, the source, the pipe to the compiler, the compiler's own files). The steps after
+// the compile (checking and trial-loading the module, the metadata) hold no more descriptors than
+// the pipe did, so they are not reached this way. Each failure must be a typed error (not an
+// InternalError, not a raw std::system_error), leak no descriptor, publish nothing and leave no
+// temporaries. Then hits short of descriptors: they fail or load, and never evict the good entry.
 TEST_F(CacheHardeningTest, RunningOutOfFileDescriptorsIsTypedAndLeaksNothing) {
   const CompilerConfig copying = fake_compiler("copying-cxx", "cp '" + prebuilt().string() + "' \"$out\"");
   struct rlimit original {};
@@ -908,6 +911,33 @@ TEST_F(CacheHardeningTest, RunningOutOfFileDescriptorsIsTypedAndLeaksNothing) {
   EXPECT_GE(failures.size() - identity_failures, 1u);
   for (std::size_t i = 0; i < failures.size(); ++i) RecordProperty(fmt::format("failure{}", i), failures[i]);
   EXPECT_EQ(open_descriptors(), before);
+
+  // A hit (read the metadata and module, check them, dlopen) short of descriptors fails, or loads
+  // the entry; it never evicts the good entry as if it were damaged.
+  const std::string hit_source = std::string(kAnswer42) + "// another program\n";
+  const std::string key = ModuleCache(cache_dir_).key_for(hit_source, copying, "");
+  const auto built = fs::last_write_time(cache_dir_ / key / "module.so");
+  for (rlim_t limit = no_spare; limit < no_spare + 16; ++limit) {
+    SCOPED_TRACE(fmt::format("hit with RLIMIT_NOFILE {} ({} spare)", limit, limit - no_spare));
+    struct rlimit lowered = original;
+    lowered.rlim_cur = limit;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+    try {
+      ModuleCache cache(cache_dir_);
+      LoadedEntry loaded = cache.get_or_load("answer", hit_source, copying, "");
+      ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
+      EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
+    } catch (const InternalError& e) {
+      ADD_FAILURE() << "InternalError: " << e.what();
+    } catch (const Error& e) {
+      RecordProperty(fmt::format("hit_failure{}", limit - no_spare), e.what());
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a fieldflow error: " << typeid(e).name() << ": " << e.what();
+    }
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
+    EXPECT_EQ(open_descriptors(), before);
+    EXPECT_EQ(fs::last_write_time(cache_dir_ / key / "module.so"), built) << "the good entry was rebuilt";
+  }
 }
 
 }  // namespace
