@@ -26,6 +26,7 @@
 #include <string>
 #include <thread>
 #include <typeinfo>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
@@ -854,6 +855,33 @@ std::vector<int> open_descriptors() {
   return fds;
 }
 
+// get_or_load of `source` with RLIMIT_NOFILE lowered to `limit` (restored before anything else is
+// checked): the module loaded, or the message of the fieldflow::Error it threw. An InternalError or
+// another exception is a test failure (returned as its message).
+std::variant<std::string, LoadedEntry> load_with_descriptor_limit(const fs::path& cache_dir, const std::string& source,
+                                                                  const CompilerConfig& config, rlim_t limit) {
+  struct rlimit original {};
+  if (getrlimit(RLIMIT_NOFILE, &original) != 0) throw std::runtime_error("getrlimit failed");
+  struct rlimit lowered = original;
+  lowered.rlim_cur = limit;
+  if (setrlimit(RLIMIT_NOFILE, &lowered) != 0) throw std::runtime_error("setrlimit failed");
+  std::variant<std::string, LoadedEntry> result;
+  try {
+    ModuleCache cache(cache_dir);
+    result = cache.get_or_load("answer", source, config, "");
+  } catch (const InternalError& e) {
+    result = std::string("InternalError: ") + e.what();
+    ADD_FAILURE() << std::get<std::string>(result);
+  } catch (const Error& e) {
+    result = std::string(e.what());
+  } catch (const std::exception& e) {
+    result = fmt::format("not a fieldflow error: {}: {}", typeid(e).name(), e.what());
+    ADD_FAILURE() << std::get<std::string>(result);
+  }
+  if (setrlimit(RLIMIT_NOFILE, &original) != 0) throw std::runtime_error("setrlimit failed");
+  return result;
+}
+
 // A model that has opened many files (NetCDF output, MPI) reaches RLIMIT_NOFILE. The soft limit is
 // lowered so that only 0, 1, 2, ... more descriptors can be opened, until a cache miss succeeds:
 // each try fails at the first step that needs more descriptors at once than the limit leaves.
@@ -866,47 +894,34 @@ std::vector<int> open_descriptors() {
 // temporaries. Then hits short of descriptors: they fail or load, and never evict the good entry.
 TEST_F(CacheHardeningTest, RunningOutOfFileDescriptorsIsTypedAndLeaksNothing) {
   const CompilerConfig copying = fake_compiler("copying-cxx", "cp '" + prebuilt().string() + "' \"$out\"");
-  struct rlimit original {};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &original), 0);
   const std::vector<int> before = open_descriptors();
   rlim_t no_spare = 0;  // the limit that leaves no descriptor free
   while (std::binary_search(before.begin(), before.end(), static_cast<int>(no_spare))) ++no_spare;
   std::vector<std::string> failures;
   auto sweep = [&](const std::string& source) {
-    std::size_t published = 0;
     for (rlim_t limit = no_spare; limit < no_spare + 64; ++limit) {
       SCOPED_TRACE(fmt::format("RLIMIT_NOFILE {} ({} spare)", limit, limit - no_spare));
-      std::string what;
-      struct rlimit lowered = original;
-      lowered.rlim_cur = limit;
-      ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
-      try {
-        ModuleCache cache(cache_dir_);
-        LoadedEntry loaded = cache.get_or_load("answer", source, copying, "");
-        ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
-        EXPECT_FALSE(loaded.entry.was_hit);
-        EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
-        EXPECT_EQ(cache.list().size(), published + 1);
+      auto result = load_with_descriptor_limit(cache_dir_, source, copying, limit);
+      if (auto* loaded = std::get_if<LoadedEntry>(&result)) {
+        EXPECT_FALSE(loaded->entry.was_hit);
+        EXPECT_EQ(reinterpret_cast<int (*)()>(loaded->module.symbol("answer"))(), 42);
         return;
-      } catch (const InternalError& e) {
-        ADD_FAILURE() << "InternalError: " << e.what();
-      } catch (const Error& e) {
-        what = e.what();
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "not a fieldflow error: " << typeid(e).name() << ": " << e.what();
       }
-      ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
+      const std::string& what = std::get<std::string>(result);
       failures.push_back(what);
       EXPECT_EQ(open_descriptors(), before) << "descriptors leaked by a lookup that failed with: " << what;
       const ModuleCache cache(cache_dir_);
       expect_consistent(cache);
-      published = cache.list().size();
+      for (const CacheListing& entry : cache.list())
+        EXPECT_EQ(entry.key, cache.key_for(kAnswer42, copying, ""))
+            << "published by a lookup that failed with: " << what;
     }
     ADD_FAILURE() << "the miss never succeeded with up to 64 spare descriptors";
   };
   sweep(kAnswer42);
   const std::size_t identity_failures = failures.size();
-  sweep(std::string(kAnswer42) + "// another program\n");
+  const std::string second = std::string(kAnswer42) + "// another program\n";
+  sweep(second);
   EXPECT_GE(identity_failures, 2u);
   EXPECT_GE(failures.size() - identity_failures, 1u);
   for (std::size_t i = 0; i < failures.size(); ++i) RecordProperty(fmt::format("failure{}", i), failures[i]);
@@ -914,29 +929,16 @@ TEST_F(CacheHardeningTest, RunningOutOfFileDescriptorsIsTypedAndLeaksNothing) {
 
   // A hit (read the metadata and module, check them, dlopen) short of descriptors fails, or loads
   // the entry; it never evicts the good entry as if it were damaged.
-  const std::string hit_source = std::string(kAnswer42) + "// another program\n";
-  const std::string key = ModuleCache(cache_dir_).key_for(hit_source, copying, "");
-  const auto built = fs::last_write_time(cache_dir_ / key / "module.so");
+  const fs::path module = cache_dir_ / ModuleCache(cache_dir_).key_for(second, copying, "") / "module.so";
+  const auto built = fs::last_write_time(module);
   for (rlim_t limit = no_spare; limit < no_spare + 16; ++limit) {
     SCOPED_TRACE(fmt::format("hit with RLIMIT_NOFILE {} ({} spare)", limit, limit - no_spare));
-    struct rlimit lowered = original;
-    lowered.rlim_cur = limit;
-    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
-    try {
-      ModuleCache cache(cache_dir_);
-      LoadedEntry loaded = cache.get_or_load("answer", hit_source, copying, "");
-      ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
-      EXPECT_EQ(reinterpret_cast<int (*)()>(loaded.module.symbol("answer"))(), 42);
-    } catch (const InternalError& e) {
-      ADD_FAILURE() << "InternalError: " << e.what();
-    } catch (const Error& e) {
-      RecordProperty(fmt::format("hit_failure{}", limit - no_spare), e.what());
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "not a fieldflow error: " << typeid(e).name() << ": " << e.what();
+    auto result = load_with_descriptor_limit(cache_dir_, second, copying, limit);
+    if (auto* loaded = std::get_if<LoadedEntry>(&result)) {
+      EXPECT_EQ(reinterpret_cast<int (*)()>(loaded->module.symbol("answer"))(), 42);
     }
-    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
     EXPECT_EQ(open_descriptors(), before);
-    EXPECT_EQ(fs::last_write_time(cache_dir_ / key / "module.so"), built) << "the good entry was rebuilt";
+    EXPECT_EQ(fs::last_write_time(module), built) << "the good entry was rebuilt";
   }
 }
 
