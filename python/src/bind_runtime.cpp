@@ -461,13 +461,18 @@ class PyProgram {
     read_origin(p, prm, obj, rank, origin);
     std::optional<Field>& slot = fields_[i];
     void* data = a.data;
-    if (slot && same(slot->shape(), shape, rank) && same(slot->strides(), strides, rank) &&
-        same(slot->origin(), origin, rank)) {
-      if (slot->data() != data) slot->set_view_data(data);  // the same view over other memory: no allocation
-      return;
+    // Field::view's messages (negative strides, misaligned data) name no parameter: add it.
+    try {
+      if (slot && same(slot->shape(), shape, rank) && same(slot->strides(), strides, rank) &&
+          same(slot->origin(), origin, rank)) {
+        if (slot->data() != data) slot->set_view_data(data);  // the same view over other memory: no allocation
+        return;
+      }
+      slot = Field::view(data, prm.type.dims, prm.type.dtype, {shape, shape + rank}, {strides, strides + rank},
+                         {origin, origin + rank}, a.host ? Device::cpu : Device::cuda);
+    } catch (const ArgumentError& e) {
+      throw ArgumentError(fmt::format("program '{}': field '{}': {}", p.name, prm.name, e.what()));
     }
-    slot = Field::view(data, prm.type.dims, prm.type.dtype, {shape, shape + rank}, {strides, strides + rank},
-                       {origin, origin + rank}, a.host ? Device::cpu : Device::cuda);
   }
 
   // Arrays made by fieldflow.as_field / zeros / empty with an origin carry it (a halo starting

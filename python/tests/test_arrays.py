@@ -117,6 +117,12 @@ def test_bad_arrays_are_typed_errors_naming_the_parameter(compiled, data):
         compiled(a, b, readonly, ni=10, nk=6)
     with pytest.raises(ff.DomainError):
         compiled(a, b, np.zeros((5, 6)), ni=10, nk=6)
+    # What fieldflow's views refuse (negative strides, misaligned data) names the parameter too.
+    with pytest.raises(ff.ArgumentError, match="field 'out': .*stride along I must be >= 0 elements, given -6"):
+        compiled(a, b, np.zeros((10, 6))[::-1], ni=10, nk=6)
+    unaligned = np.zeros(10 * 6 * 8 + 1, dtype=np.uint8)[1:].view(np.float64).reshape(10, 6)
+    with pytest.raises(ff.ArgumentError, match="field 'b': .*misaligned for float64"):
+        compiled(a, unaligned, out, ni=10, nk=6)
     with pytest.raises(ff.ArgumentError, match="missing arguments: nk"):
         compiled(a, b, out, ni=10)
     with pytest.raises(ff.ArgumentError, match="no parameter 'nz'"):

@@ -306,21 +306,26 @@ void set_field(Handle& h, int index, int dtype, void* data, int rank, const std:
   // Fields have at most FF_MAX_DIMS (8) dimensions (fieldflow/abi.h), so this covers every rank.
   static const std::int64_t zeros[8] = {};
   if (origin == nullptr) origin = zeros;
-  if (slot && slot->is_view() && same_values(slot->shape(), shape, rank) && same_values(slot->strides(), strides, rank) &&
-      same_values(slot->origin(), origin, rank)) {
-    // The same view over other memory (a time loop swapping buffers): no allocation.
-    if (slot->data() != data) slot->set_view_data(data);
-    return;
+  // Field::view's messages name no parameter; a host setting many fields must learn which one.
+  try {
+    if (slot && slot->is_view() && same_values(slot->shape(), shape, rank) &&
+        same_values(slot->strides(), strides, rank) && same_values(slot->origin(), origin, rank)) {
+      // The same view over other memory (a time loop swapping buffers): no allocation.
+      if (slot->data() != data) slot->set_view_data(data);
+      return;
+    }
+    // Built aside, then swapped in: a rejected view leaves the previous one in place.
+    // A cuda handle's fields are device memory (fieldflow.h, FF_BACKEND_CUDA).
+    Field view = Field::view(data, dims, t, std::vector<std::int64_t>(shape, shape + rank),
+                             std::vector<std::int64_t>(strides, strides + rank),
+                             std::vector<std::int64_t>(origin, origin + rank),
+                             h.program.backend() == Backend::cuda ? Device::cuda : Device::cpu);
+    const bool first = !slot.has_value();
+    slot = std::move(view);
+    if (first) h.args_built = false;
+  } catch (const ArgumentError& e) {
+    throw ArgumentError(fmt::format("{}: field '{}' of program '{}': {}", function, prm.name, program, e.what()));
   }
-  // Built aside, then swapped in: a rejected view leaves the previous one in place.
-  // A cuda handle's fields are device memory (fieldflow.h, FF_BACKEND_CUDA).
-  Field view = Field::view(data, dims, t, std::vector<std::int64_t>(shape, shape + rank),
-                           std::vector<std::int64_t>(strides, strides + rank),
-                           std::vector<std::int64_t>(origin, origin + rank),
-                           h.program.backend() == Backend::cuda ? Device::cuda : Device::cpu);
-  const bool first = !slot.has_value();
-  slot = std::move(view);
-  if (first) h.args_built = false;
 }
 
 void set_table(Handle& h, int index, const std::int32_t* data, std::int64_t n_source, std::int64_t n_target,
