@@ -413,12 +413,13 @@ class PyProgram {
     if (is_floating(want) && (PyFloat_Check(value.ptr()) || (PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())))) {
       const double d = PyFloat_Check(value.ptr()) ? PyFloat_AS_DOUBLE(value.ptr()) : nb::cast<double>(value);
       v = want == DType::float32 ? Scalar(static_cast<float>(d)) : Scalar(d);
-    } else if (PyLong_Check(value.ptr()) || PyFloat_Check(value.ptr()) || PyBool_Check(value.ptr()) ||
-               nb::hasattr(value, "dtype")) {
-      v = to_scalar(value);
     } else {
-      throw ArgumentError(fmt::format("program '{}': scalar '{}' expects {}, given an object of type {}", p.name,
-                                      prm.name, to_string(want), python_type_name(value)));
+      try {
+        v = to_scalar(value);  // Python and numpy numbers, 0-dimensional arrays
+      } catch (const DTypeError& e) {
+        throw ArgumentError(fmt::format("program '{}': scalar '{}' expects {}: {}", p.name, prm.name, to_string(want),
+                                        e.what()));
+      }
     }
     scalars_[static_cast<std::size_t>(index)] = v;
     if (args_built_) args_.set_scalar(static_cast<std::size_t>(index), v);

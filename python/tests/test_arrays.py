@@ -131,6 +131,12 @@ def test_bad_arrays_are_typed_errors_naming_the_parameter(compiled, data):
         compiled(a, b, out, 10, 6, nk=6)
     with pytest.raises(ff.ArgumentError, match="nk"):
         compiled(a, b, out, ni=10, nk=6.5)
+    with pytest.raises(ff.ArgumentError, match="scalar 'ni' expects int32: .*given an object of type ndarray"):
+        compiled(a, b, out, ni=np.array([10], dtype=np.int32), nk=6)
+    with pytest.raises(ff.ArgumentError, match="scalar 'nk' expects int32: .*given an object of type str"):
+        compiled(a, b, out, ni=10, nk="6")
+    with pytest.raises(ff.ArgumentError, match="scalar 'nk' expects int32: the integer .* does not fit int64"):
+        compiled(a, b, out, ni=10, nk=2**70)
     with pytest.raises(ff.ArgumentError, match="output .out. and argument .b. share memory"):
         compiled(a, b, b, ni=10, nk=6)
     assert not out.any()  # every rejected call wrote nothing
@@ -138,6 +144,9 @@ def test_bad_arrays_are_typed_errors_naming_the_parameter(compiled, data):
 
 def test_positional_scalars_and_repeated_calls_over_new_arrays(compiled, data):
     a, b = data
+    out = np.zeros((10, 6))
+    compiled(a, b, out, np.int64(10), np.array(6, dtype=np.int32))  # numpy scalars and 0-d arrays are numbers
+    np.testing.assert_allclose(out, numpy_blend(a, b), rtol=1e-12)
     for scale in (1.0, 2.0, 3.0):  # a time loop: new arrays, same shapes
         out = np.zeros((10, 6))
         compiled(a * scale, b, out, 10, 6)
