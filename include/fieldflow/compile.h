@@ -75,6 +75,13 @@ class CompiledProgram {
   // to run in parallel.
   void operator()(const Arguments& args);
   void operator()(const Arguments& args, const CallOptions& call);
+  // Checks `args` as a call does before it runs anything, and runs nothing: throws what such a
+  // call would throw before it starts. Not what only running finds: a dynamic offset leaving a
+  // field (checked by the kernels), or, for Backend::reference, reads outside an input's extent.
+  // A host that runs several programs as one step checks them all first, so that a step rejected
+  // by its last program has not run the others. A call with the same arguments right after
+  // skips the checks already made.
+  void check(const Arguments& args);
 
   const ir::Program& program() const;
   Backend backend() const;

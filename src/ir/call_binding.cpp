@@ -166,6 +166,14 @@ void check_outputs_distinct(const Program& p, const BoundCall& call) {
     for (const auto& out : st.outputs) check_output_elements_distinct(p, out, *call.fields[p.index_of(out)]);
 }
 
+BoundCall bind_and_check_outputs(const Program& p, const Arguments& args) {
+  BoundCall call = bind_arguments(p, args);
+  check_output_domains(p, call);
+  // As the compiled runtime does: an output written through stride 0 would have no defined value.
+  check_outputs_distinct(p, call);
+  return call;
+}
+
 void check_range_order(const Program& p, const Stmt& st, const ConcreteRange& r) {
   if (r.hi < r.lo)
     throw DomainError(fmt::format("program '{}', call '{}': domain along {} is [{}, {}), an empty range "

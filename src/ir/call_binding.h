@@ -49,6 +49,10 @@ void check_output_domains(const Program& p, const BoundCall& call);
 void check_output_elements_distinct(const Program& p, const std::string& output, const Field& f);
 void check_outputs_distinct(const Program& p, const BoundCall& call);
 
+// What the reference executor checks before it evaluates anything: the binding, every output
+// covering its statements' domains, every output's elements distinct.
+BoundCall bind_and_check_outputs(const Program& p, const Arguments& args);
+
 // Full check of one neighbour table against its declared connectivity.
 void check_table(const Program& p, const Param& param, const NeighborTable& t, bool check_indices);
 

@@ -382,10 +382,7 @@ class Interpreter {
 
 void run_reference(const ir::Program& program, const Arguments& args) {
   ir::verify(program);
-  const ir::BoundCall call = ir::bind_arguments(program, args);
-  ir::check_output_domains(program, call);
-  // As the compiled runtime does: an output written through stride 0 would have no defined value.
-  ir::check_outputs_distinct(program, call);
+  const ir::BoundCall call = ir::bind_and_check_outputs(program, args);
   // Outputs are computed into copies; the originals change only after every statement succeeded.
   std::vector<Field*> work = call.fields;
   std::vector<Field> copies;

@@ -461,28 +461,29 @@ void restore_outputs(const std::vector<Field*>& outputs, const std::vector<std::
 }
 }  // namespace
 
-void CompiledProgram::Impl::call(const Arguments& args, const CallOptions& options) {
-  if (options.cuda_stream && image.options.backend != Backend::cuda)
-    throw OptionError(fmt::format("program '{}': CallOptions::cuda_stream is for backend cuda, this program was "
-                                  "compiled for backend {}", image.program.name, to_string(image.options.backend)));
-  // A call made from inside a call of the same instance on the same thread (from its external
-  // memory allocator, a release action or a memory listener) would wait for itself forever.
-  if (calling_thread.load(std::memory_order_relaxed) == std::this_thread::get_id())
-    throw ConcurrencyError(fmt::format("program '{}' was called again from inside one of its own calls on the same "
-                                       "thread (from its external_memory_allocator, a release action or a memory "
-                                       "listener); calls of one instance cannot nest", image.program.name));
-  std::lock_guard<std::mutex> lock(call_mutex);
-  calling_thread.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  struct ClearCallingThread {
-    std::atomic<std::thread::id>& id;
-    ~ClearCallingThread() { id.store(std::thread::id(), std::memory_order_relaxed); }
-  } clear_calling_thread{calling_thread};
-  check_static_scalars(image.program, image.options.static_scalars, args);
-  if (!compiled()) {
-    auto lease = memory->begin_call({});
-    run_reference(image.program, args);
-    return;
+// Serializes the calls (and checks) of one instance. A call made from inside a call of the same
+// instance on the same thread (from its external memory allocator, a release action or a memory
+// listener) would wait for itself forever: refused.
+class CompiledProgram::Impl::CallScope {
+ public:
+  explicit CallScope(Impl& impl) : id_(impl.calling_thread) {
+    if (id_.load(std::memory_order_relaxed) == std::this_thread::get_id())
+      throw ConcurrencyError(fmt::format("program '{}' was called again from inside one of its own calls on the "
+                                         "same thread (from its external_memory_allocator, a release action or a "
+                                         "memory listener); calls of one instance cannot nest", impl.image.program.name));
+    lock_ = std::unique_lock<std::mutex>(impl.call_mutex);
+    id_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   }
+  ~CallScope() { id_.store(std::thread::id(), std::memory_order_relaxed); }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  std::atomic<std::thread::id>& id_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+void CompiledProgram::Impl::checked_prepare_call(const Arguments& args) {
   try {
     prepare_call(args);
   } catch (...) {
@@ -492,6 +493,31 @@ void CompiledProgram::Impl::call(const Arguments& args, const CallOptions& optio
     sized = false;
     throw;
   }
+}
+
+void CompiledProgram::Impl::check(const Arguments& args) {
+  CallScope scope(*this);
+  check_static_scalars(image.program, image.options.static_scalars, args);
+  if (compiled()) {
+    checked_prepare_call(args);
+  } else {
+    ir::verify(image.program);
+    ir::bind_and_check_outputs(image.program, args);
+  }
+}
+
+void CompiledProgram::Impl::call(const Arguments& args, const CallOptions& options) {
+  if (options.cuda_stream && image.options.backend != Backend::cuda)
+    throw OptionError(fmt::format("program '{}': CallOptions::cuda_stream is for backend cuda, this program was "
+                                  "compiled for backend {}", image.program.name, to_string(image.options.backend)));
+  CallScope scope(*this);
+  check_static_scalars(image.program, image.options.static_scalars, args);
+  if (!compiled()) {
+    auto lease = memory->begin_call({});
+    run_reference(image.program, args);
+    return;
+  }
+  checked_prepare_call(args);
   if (image.device) image.device->check_caller();
   void* stream = options.cuda_stream ? options.cuda_stream : image.device ? image.device->stream() : nullptr;
   auto lease = memory->begin_call(sized_plan.requirements, stream);
@@ -565,6 +591,7 @@ CompiledProgram::~CompiledProgram() = default;
 
 void CompiledProgram::operator()(const Arguments& args) { impl_->call(args); }
 void CompiledProgram::operator()(const Arguments& args, const CallOptions& call) { impl_->call(args, call); }
+void CompiledProgram::check(const Arguments& args) { impl_->check(args); }
 const ir::Program& CompiledProgram::program() const { return impl_->image.program; }
 Backend CompiledProgram::backend() const { return impl_->image.options.backend; }
 Layout CompiledProgram::layout() const { return impl_->layout; }

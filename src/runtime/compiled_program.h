@@ -39,6 +39,7 @@ struct CompiledProgram::Impl {
   bool compiled() const { return image.entry != nullptr || image.device != nullptr; }
 
   void call(const Arguments& args, const CallOptions& options = {});
+  void check(const Arguments& args);
 
   // Extents and packed memory for one set of sizes.
   struct SizedPlan {
@@ -85,10 +86,12 @@ struct CompiledProgram::Impl {
   std::vector<std::string> param_names;
 
  private:
+  class CallScope;  // the instance's lock, held by a call or a check, and the refusal of nested calls
   enum class Change { nothing, field_data, everything };
   Change what_changed(const Arguments& args) const;
   void rebind_field_data();
   void prepare_call(const Arguments& args);
+  void checked_prepare_call(const Arguments& args);
   void bind(const Arguments& args);
   void resize(const SizeMap& new_sizes);
   void check_reads();

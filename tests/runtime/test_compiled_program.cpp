@@ -81,6 +81,34 @@ TEST(CompiledProgram, RejectedSizeChangeIsNotRememberedEither) {
   EXPECT_TRUE(same_bits(expected, out, "out after the next valid call"));
 }
 
+// check() throws what the call would throw before running and runs nothing; a good check changes
+// nothing either, and a rejected one leaves no binding that the next call could trust. On the
+// reference backend too, for what it checks before evaluating.
+TEST(CompiledProgram, CheckThrowsWhatTheCallWouldAndRunsNothing) {
+  const ir::Program program = smooth_1d();
+  CompileOptions reference;
+  reference.backend = Backend::reference;
+  for (const CompileOptions& options : {testing_support::cpu_options(), reference}) {
+    SCOPED_TRACE(to_string(options.backend));
+    auto compiled = compile(program, options);
+    Field in = ramp(10, 0.25), out = ramp(10, -1.0);
+    const Field untouched = out.clone();
+    Arguments good, too_far, missing;
+    good.field("in", in).field("out", out).scalar("n", 6);
+    too_far.field("in", in).field("out", out).scalar("n", 11);  // out covers [0, 10) only
+    missing.field("in", in).scalar("n", 6);
+    EXPECT_THROW(compiled.check(too_far), DomainError);
+    EXPECT_THROW(compiled.check(missing), ArgumentError);
+    compiled.check(good);
+    EXPECT_TRUE(same_bits(untouched, out, "out after checks"));
+    EXPECT_THROW(compiled.check(too_far), DomainError);  // after a good check: checked again
+    compiled(good);
+    Field expected = untouched.clone();
+    run_reference(program, Arguments().field("in", in).field("out", expected).scalar("n", 6));
+    EXPECT_TRUE(same_bits(expected, out, "out after the call that follows the checks"));
+  }
+}
+
 TEST(CompiledProgram, CallFromInsideItsOwnAllocatorIsAConcurrencyError) {
   Field in = ramp(12, 0.1), out = ramp(12, 0.0);
   Arguments args;
