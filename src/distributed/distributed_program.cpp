@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -103,6 +104,10 @@ struct DistributedProgram::Impl {
   std::vector<std::vector<std::pair<std::string, std::int64_t>>> piece_bounds;  // per piece: region scalars
   std::vector<bool> piece_active;
   std::map<std::string, std::int64_t> received;
+  // Whether a kernel checks reads while running (dynamic offsets), and the outputs saved for it.
+  bool checks_while_running = false;
+  std::vector<std::pair<Field*, std::size_t>> saved_outputs;  // field, its entry in saved_bytes
+  std::vector<std::vector<std::byte>> saved_bytes;
 
   Impl(const ir::Program& p, MPI_Comm c, CompileOptions o, DistributedOptions d)
       : original(p), comm(c), options(std::move(o)), distributed(std::move(d)) {
@@ -176,6 +181,10 @@ struct DistributedProgram::Impl {
     // Overlap changes the order in which points are computed: only sound when no output is
     // read at another point than the one computed.
     overlap = distributed.overlap && !reads_an_output_elsewhere();
+    // The reference backend checks reads as it evaluates them: all of them are found while running.
+    checks_while_running = options.backend == Backend::reference ||
+                           std::any_of(schedule.kernels.begin(), schedule.kernels.end(),
+                                       [](const ir::Kernel& k) { return k.has_dynamic_shift; });
     // Rank 0 compiles first; the others then load the module from the cache instead of
     // compiling it too.
     const int count = overlap ? (cart ? 6 : 3) : 1;
@@ -642,15 +651,53 @@ struct DistributedProgram::Impl {
     ++stats.calls;
   }
 
+  // The pieces a call runs, in order, and the compiled instance of each.
+  std::vector<int> running_pieces() const {
+    std::vector<int> out;
+    if (!overlap) out.push_back(whole);
+    else
+      for (int p = interior; p < static_cast<int>(piece_bounds.size()); ++p) out.push_back(p);
+    return out;
+  }
+  CompiledProgram& instance_of(int piece) { return pieces[static_cast<std::size_t>(overlap ? piece : 0)]; }
+
+  // The rank's outputs, saved before a call whose kernels check reads while running (dynamic
+  // offsets): a read that fails on one rank, or in a later piece, is found only after other
+  // ranks and pieces have written. Host fields only, as the exchange (the buffers are kept).
+  void save_outputs(const Arguments& args) {
+    saved_outputs.clear();
+    for (const auto& st : original.stmts)
+      for (const auto& name : st.outputs) {
+        Field* f = field_argument(args, name, original.name);
+        if (f->device() != Device::cpu || std::any_of(saved_outputs.begin(), saved_outputs.end(),
+                                                      [&](const auto& s) { return s.first == f; }))
+          continue;
+        const std::size_t i = saved_outputs.size();
+        if (saved_bytes.size() <= i) saved_bytes.emplace_back();
+        saved_bytes[i].resize(f->span_bytes());
+        std::memcpy(saved_bytes[i].data(), f->data(), f->span_bytes());
+        saved_outputs.emplace_back(f, i);
+      }
+  }
+  void restore_outputs() {
+    for (const auto& [f, i] : saved_outputs) std::memcpy(f->data(), saved_bytes[i].data(), f->span_bytes());
+  }
+
   void call(const Arguments& args) {
     bind_and_acquire(args);
+    // Every rank checks every piece's call before any rank runs one: a call that one rank's
+    // part rejects (a field too short there, a table entry out of range) changes nothing on any.
+    detail::collectively(comm, [&] {
+      for (int piece : running_pieces())
+        if (piece_active[static_cast<std::size_t>(piece)]) instance_of(piece).check(piece_arguments(args, piece));
+    });
+    if (checks_while_running) save_outputs(args);
     std::exception_ptr error;
     auto run = [&](int piece) {
       if (error || !piece_active[static_cast<std::size_t>(piece)]) return;
-      const int instance = overlap ? piece : 0;
       try {
         const double t0 = now();
-        pieces[static_cast<std::size_t>(instance)](piece_arguments(args, piece));
+        instance_of(piece)(piece_arguments(args, piece));
         stats.compute_seconds += now() - t0;
       } catch (...) {
         error = std::current_exception();
@@ -666,9 +713,14 @@ struct DistributedProgram::Impl {
       run(whole);
     }
     ++stats.calls;
-    detail::collectively(comm, [&] {
-      if (error) std::rethrow_exception(error);
-    });
+    try {
+      detail::collectively(comm, [&] {
+        if (error) std::rethrow_exception(error);
+      });
+    } catch (...) {
+      if (checks_while_running) restore_outputs();
+      throw;
+    }
   }
 };
 

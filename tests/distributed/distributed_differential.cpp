@@ -261,6 +261,9 @@ class CaseRunner {
       want_error = error_kind(e);
       want_message = e.what();
     }
+    // A rejected call must leave the rank's points as they were (the halo may have been filled).
+    std::map<std::string, Field> before;
+    for (const auto& [name, f] : local) before.emplace(name, f.clone());
     try {
       program(local_args);
     } catch (const Error& e) {
@@ -277,8 +280,22 @@ class CaseRunner {
                                            got_error.empty() ? "accepted" : "threw " + got_error,
                                            got_message.empty() ? "" : ": " + got_message),
               "error mismatch"};
-    if (!want_error.empty()) {  // rejected alike: the fields are unchanged on both sides
+    if (!want_error.empty()) {  // rejected alike: the rank's points must be unchanged
       stop = true;
+      for (const auto& [name, f] : local) {
+        const Field& b = before.at(name);
+        std::int64_t changed = 0;
+        std::string first;
+        f.for_each_index([&](const std::vector<std::int64_t>& i) {
+          if (!parts.at(name).compared(i) || same_element(b, b.offset_of(i), f, f.offset_of(i))) return;
+          if (changed++ == 0) first = fmt::format("first at local {}: was {}, now {}", fmt::join(i, ","),
+                                                  b.get_as_double(b.offset_of(i)), f.get_as_double(f.offset_of(i)));
+        });
+        if (changed > 0)
+          return {Outcome::failed, fmt::format("step {}: the call was rejected ({}) but changed {} of field '{}''s "
+                                               "elements on this rank; {}", step, got_message, changed, name, first),
+                  "rejected call wrote"};
+      }
       return {};
     }
     for (auto& [name, f] : local) {

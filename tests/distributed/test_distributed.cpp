@@ -410,6 +410,37 @@ TEST(DistributedErrors, FieldWithoutTheHaloTheProgramReads) {
   EXPECT_EQ(out.at<double>({d.begin(0), d.begin(1), 0}), 0.0);  // the biharmonic of a constant
 }
 
+// The last rank's output has one level too few: that rank's own check of its call refuses it. The
+// other ranks, whose calls are fine, must not have run theirs by then (every rank checks every
+// piece before any runs).
+TEST(DistributedErrors, ACallOneRankRefusesRunsOnNoRank) {
+  const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+  ProgramBuilder pb("doubled");
+  Expr a = pb.field("a", {I, J, K}, DType::float64), o = pb.field("out", {I, J, K}, DType::float64);
+  Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("s", 2.0 * a, {o}, {{K, 0, nk}, {I, 0, ni}, {J, 0, nj}});
+  const ir::Program program = pb.build();
+  CartesianDecomposition d(MPI_COMM_WORLD, {13, 11, false, false});
+  DistributedProgram step(program, d);
+  const std::int64_t levels = 4, out_levels = d.rank() == d.size() - 1 ? levels - 1 : levels;
+  const std::vector<std::int64_t> shape{d.end(0) - d.begin(0), d.end(1) - d.begin(1)}, origin{d.begin(0), d.begin(1), 0};
+  Field in({I, J, K}, DType::float64, {shape[0], shape[1], levels}, origin);
+  Field out({I, J, K}, DType::float64, {shape[0], shape[1], out_levels}, origin);
+  in.fill(1.0);
+  out.fill(-7.0);
+  Arguments args;
+  args.field("a", in).field("out", out).scalar("ni", 13).scalar("nj", 11).scalar("nk", static_cast<std::int32_t>(levels));
+  try {
+    step(args);
+    ADD_FAILURE() << "no error on rank " << d.rank();
+  } catch (const DomainError& e) {
+    EXPECT_NE(std::string(e.what()).find("'out'"), std::string::npos) << e.what();
+  }
+  std::int64_t changed = 0;
+  out.for_each_index([&](const std::vector<std::int64_t>& i) { changed += out.get_as_double(out.offset_of(i)) != -7.0; });
+  EXPECT_EQ(changed, 0) << "rank " << d.rank() << " ran a call another rank refused";
+}
+
 // Only rank 0 computes (I = 4, its block is [0, 5)), and it reads its eastern neighbour's points one past the
 // grid's northern edge; that neighbour reads nothing, but its message carries those points, so
 // its field must hold them: a DomainError on every rank when it does not.
@@ -779,6 +810,34 @@ TEST(DistributedFindings, OutputsReadElsewhereThroughATransientRunInOnePiece) {
   Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
   pb.call("s", materialize("copy", o)(I - 1), {o}, {{K, 0, nk}, {I, maximum(Expr(2), ni - 5), ni + 1}, {J, 2, nj - 2}});
   expect_equal_to_the_reference(finding(pb.build(), false, {{"o2", {2, 2}}}));
+}
+
+// Seed 17982 (and five more of 17000-17982, once the harness compared a rejected call's points
+// with their values before it): a dynamic offset read outside a field on one rank was found while
+// that rank ran, after the other ranks had written their outputs, and with overlap after the
+// rank's own interior piece had written. The call was rejected on every rank ("no argument was
+// changed") with outputs half written. Now every rank checks every piece before any runs, and the
+// outputs of a program with dynamic offsets are restored on every rank when one fails.
+TEST(DistributedFindings, ARejectedCallChangesNoRanksPoints) {
+  const Dimension I = horizontal_dim("I"), J = horizontal_dim("J"), K = vertical_dim("K");
+  const Expr minus_one = Expr::literal(Scalar(std::int32_t{-1})), zero = Expr::literal(Scalar(std::int32_t{0}));
+  {  // Another rank's statement fails: rank 0 reads level -1, the last rank writes o1.
+    ProgramBuilder pb("fails_on_rank_0");
+    Expr a = pb.field("a", {I, J, K}, DType::float64);
+    Expr o0 = pb.field("o0", {I, J, K}, DType::float64), o1 = pb.field("o1", {I, J, K}, DType::float64);
+    Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
+    pb.call("s0", a(K + minus_one), {o0}, {{K, 0, nk}, {I, 0, 2}, {J, 0, nj}});
+    pb.call("s1", 2.0 * a, {o1}, {{K, 0, nk}, {I, ni - 2, ni}, {J, 0, nj}});
+    expect_equal_to_the_reference(finding(pb.build(), false));
+  }
+  {  // A later piece fails: with overlap, the interior runs first; the last column reads level -1.
+    ProgramBuilder pb("fails_in_the_border");
+    Expr a = pb.field("a", {I, J, K}, DType::float64), o = pb.field("o", {I, J, K}, DType::float64);
+    Expr ni = pb.scalar("ni", DType::int32), nj = pb.scalar("nj", DType::int32), nk = pb.scalar("nk", DType::int32);
+    const Expr off = where(index(I) == ni - 1, minus_one, zero);
+    pb.call("s", a(I + 1) + a(K + off), {o}, {{K, 0, nk}, {I, 0, ni}, {J, 0, nj}});
+    expect_equal_to_the_reference(finding(pb.build(), false, {{"a", {2, 2}}}));
+  }
 }
 
 // Seed 43 (MPI_ERR_TRUNCATE): each rank keyed its cached exchange patterns by its own halo; a
