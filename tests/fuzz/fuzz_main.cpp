@@ -1,10 +1,12 @@
 // fieldflow_fuzz_programs: differential fuzzing of the compiled CPU backend and the emulated CUDA
-// kernels against the reference executor. Seeds start..start+count-1 (or until --minutes have passed); each seed is one random
-// program with its own sizes and layouts. On the first failure of each kind the case is shrunk
-// and printed with the command that reproduces it. Exit status 1 when anything failed.
+// kernels against the reference executor. Seeds start..start+count-1 (or until --minutes have
+// passed); each seed is one random program with its own sizes and layouts. On the first failure
+// of each kind the case is shrunk and printed with the command that reproduces it. Exit status 1
+// when anything failed.
 // Each check runs in a child process (fuzz/isolated.h), so a crash, a sanitizer's report or a
 // hang of generated code is a failure like any other: shrunk, and the campaign goes on. This
-// process only generates and shrinks programs.
+// process generates and shrinks programs, and compiles their generated CUDA with NVRTC in
+// batches (fuzz/nvrtc_check.h: text in, a cubin or a log out; nothing generated runs here).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -15,11 +17,14 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <set>
 
 #include "fieldflow/errors.h"
 #include "fuzz/differential.h"
 #include "fuzz/isolated.h"
+#include "fuzz/nvrtc_check.h"
 #include "fuzz/shrink.h"
 
 using namespace fieldflow;
@@ -99,6 +104,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-cuda-emulation", no_cuda, "only the CPU backend, directly and through the C API (no emulated CUDA kernels or runner)");
   bool in_process = false;
   app.add_flag("--in-process", in_process, "run the checks in this process, not in a child each (to debug a crash under gdb)");
+  std::size_t nvrtc_batch = 20;
+  app.add_option("--nvrtc-batch", nvrtc_batch, "programs whose generated CUDA NVRTC compiles in one translation unit")
+      ->check(CLI::PositiveNumber);
   int timeout_s = 600;
   app.add_option("--timeout", timeout_s, "seconds a check may run in its child before it is killed and reported as hung")
       ->check(CLI::PositiveNumber);
@@ -122,7 +130,8 @@ int main(int argc, char** argv) {
   if (no_cuda) config.paths = {Path::cpu, Path::c_api};
   RunStats stats;
   std::map<std::string, std::uint64_t> failures_by_kind;
-  std::uint64_t tried = 0, failed = 0;
+  std::uint64_t tried = 0;
+  std::set<std::uint64_t> failed_seeds;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double last_report = 0;
@@ -130,8 +139,43 @@ int main(int argc, char** argv) {
     fmt::print("[{:7.1f} s] programs {}, compiled calls {} (emulated CUDA: {} kernels, {} runner; {} static scalars), "
                "reference calls {} ({} rejected), failing programs {}\n", elapsed(), tried, stats.compiled_calls,
                stats.cuda_kernel_calls, stats.cuda_runner_calls, stats.static_scalar_calls, stats.reference_calls,
-               stats.rejected_calls, failed);
+               stats.rejected_calls, failed_seeds.size());
     std::fflush(stdout);
+  };
+  // Prints a failure; the first of its kind is shrunk with `still_fails` (whether a smaller case
+  // fails the same way) and printed with the command that reproduces it.
+  auto report_failure = [&](std::uint64_t s, const FuzzCase& c, const Failure& failure,
+                            const std::function<std::optional<Failure>(const FuzzCase&)>& check) {
+    failed_seeds.insert(s);
+    const bool first_of_kind = failures_by_kind[failure.kind]++ == 0;
+    fmt::print("\nFAIL seed {}: {}\n  {}\n", s, failure.kind, failure.detail);
+    if (!first_of_kind || shrink_attempts <= 0) return;
+    auto still_fails = [&](const FuzzCase& t) {
+      const auto f = check(t);
+      return f && f->kind == failure.kind;
+    };
+    ShrinkStats sh;
+    FuzzCase small = still_fails(c) ? shrink_case(c, still_fails, shrink_attempts, sh) : c;
+    const auto again = check(small);
+    fmt::print("  minimal failing program ({} shrink attempts, {} accepted):\n", sh.attempts, sh.accepted);
+    print_case(small);
+    if (again) fmt::print("  fails with: {}: {}\n", again->kind, again->detail);
+    fmt::print("  reproduce: fieldflow_fuzz_programs --seed {} --count 1 (add --in-process to debug it under gdb)\n\n", s);
+  };
+  // The generated CUDA of the cases checked since the last batch, compiled by NVRTC together.
+  NvrtcStats nvrtc;
+  std::vector<std::pair<std::uint64_t, FuzzCase>> nvrtc_pending;
+  auto compile_pending_cuda = [&] {
+    std::vector<const FuzzCase*> cases;
+    for (const auto& [s, c] : nvrtc_pending) cases.push_back(&c);
+    const auto failures = check_cuda_compiles(cases, nvrtc);
+    for (std::size_t i = 0; i < failures.size(); ++i)
+      if (failures[i])
+        report_failure(nvrtc_pending[i].first, nvrtc_pending[i].second, *failures[i], [&](const FuzzCase& t) {
+          NvrtcStats scratch;
+          return check_cuda_compiles({&t}, scratch)[0];
+        });
+    nvrtc_pending.clear();
   };
   for (std::uint64_t s = seed; count == 0 || s < seed + count; ++s) {
     if (minutes > 0 && elapsed() > minutes * 60) break;
@@ -144,53 +188,44 @@ int main(int argc, char** argv) {
       c = generate_case(s);
     } catch (const std::exception& e) {
       ++tried;
-      ++failed;
+      failed_seeds.insert(s);
       fmt::print("\nFAIL seed {}: the generator could not build its program: {}\n", s, e.what());
       continue;
     }
     ++tried;
     const auto failure = run_check(c, config, stats, false);
     if (failure) {
-      ++failed;
-      const bool first_of_kind = failures_by_kind[failure->kind]++ == 0;
-      fmt::print("\nFAIL seed {}: {}\n  {}\n", s, failure->kind, failure->detail);
-      if (first_of_kind && shrink_attempts > 0) {
-        // Shrink against the failing variant only (its mode, thread count and layout). A crashed
-        // child did not say which variant it was running: shrink against all of them.
-        RunConfig narrow = config;
-        FuzzCase start_case = c;
-        if (!is_process_failure(*failure)) {
-          narrow.modes = {failure->mode};
-          narrow.threads = {failure->threads};
-          narrow.every_thread_count_in_every_mode = true;
-          narrow.paths = {failure->path};
-          start_case.layouts = {failure->layout};
-        }
-        const std::string kind = failure->kind;
-        RunStats scratch;
-        auto still_fails = [&](const FuzzCase& t) {
-          const auto f = run_check(t, narrow, scratch, true);
-          return f && f->kind == kind;
-        };
-        ShrinkStats sh;
-        FuzzCase small = still_fails(start_case) ? shrink_case(start_case, still_fails, shrink_attempts, sh) : c;
-        const auto again = run_check(small, narrow, scratch, true);
-        fmt::print("  minimal failing program ({} shrink attempts, {} accepted):\n", sh.attempts, sh.accepted);
-        print_case(small);
-        if (again) fmt::print("  fails with: {}: {}\n", again->kind, again->detail);
-        fmt::print("  reproduce: fieldflow_fuzz_programs --seed {} --count 1 (add --in-process to debug it under gdb)\n\n", s);
+      // Shrink against the failing variant only (its mode, thread count and layout). A crashed
+      // child did not say which variant it was running: shrink against all of them.
+      RunConfig narrow = config;
+      FuzzCase start_case = c;
+      if (!is_process_failure(*failure)) {
+        narrow.modes = {failure->mode};
+        narrow.threads = {failure->threads};
+        narrow.every_thread_count_in_every_mode = true;
+        narrow.paths = {failure->path};
+        start_case.layouts = {failure->layout};
       }
+      RunStats scratch;
+      report_failure(s, start_case, *failure, [&](const FuzzCase& t) { return run_check(t, narrow, scratch, true); });
+    }
+    if (config.runs(Path::cuda_kernels)) {
+      nvrtc_pending.emplace_back(s, std::move(c));
+      if (nvrtc_pending.size() == nvrtc_batch) compile_pending_cuda();
     }
     if (elapsed() - last_report > 10) {
       last_report = elapsed();
       report();
     }
   }
+  compile_pending_cuda();
   if (elapsed() - last_report > 1) report();
   fmt::print("done: {} programs in {:.1f} min, {} compiles (most are cache hits), {} compiled calls (emulated CUDA: "
-             "{} kernels, {} runner; {} static scalars, {} of them specialised; {} through the C API), {} failing programs\n",
+             "{} kernels, {} runner; {} static scalars, {} of them specialised; {} through the C API), {} programs' CUDA "
+             "compiled by NVRTC ({} kernels), {} failing programs\n",
              tried, elapsed() / 60, stats.compiles, stats.compiled_calls, stats.cuda_kernel_calls, stats.cuda_runner_calls,
-             stats.static_scalar_calls, stats.specialised_calls, stats.c_api_calls, failed);
+             stats.static_scalar_calls, stats.specialised_calls, stats.c_api_calls, nvrtc.programs, nvrtc.kernels,
+             failed_seeds.size());
   for (const auto& [kind, n] : failures_by_kind) fmt::print("  {}: {} program(s)\n", kind, n);
-  return failed ? 1 : 0;
+  return failed_seeds.empty() ? 0 : 1;
 }

@@ -15,6 +15,7 @@
 #include "codegen/cuda/generate_cuda.h"
 #include "driver/cuda_build.h"
 #include "fuzz/differential.h"
+#include "fuzz/nvrtc_check.h"
 #include "fuzz/shrink.h"
 #include "passes/pipeline.h"
 
@@ -31,13 +32,21 @@ TEST_P(FuzzBatch, CompiledAgreesWithReference) {
   RunConfig config;
   RunStats stats;
   const std::uint64_t first = 1 + static_cast<std::uint64_t>(GetParam()) * programs_per_batch;
+  std::vector<FuzzCase> cases;
   for (std::uint64_t seed = first; seed < first + programs_per_batch; ++seed) {
-    const FuzzCase c = generate_case(seed);
-    const auto failure = check_case(c, config, stats);
+    cases.push_back(generate_case(seed));
+    const auto failure = check_case(cases.back(), config, stats);
     EXPECT_FALSE(failure.has_value()) << "seed " << seed << ": " << failure->kind << "\n  " << failure->detail
                                       << "\n  reproduce and shrink: fieldflow_fuzz_programs --seed " << seed
                                       << " --count 1";
   }
+  // The CUDA the emulation ran also compiles for a GPU (one NVRTC translation unit for the batch).
+  std::vector<const FuzzCase*> batch;
+  for (const FuzzCase& c : cases) batch.push_back(&c);
+  NvrtcStats nvrtc;
+  const auto not_compiled = check_cuda_compiles(batch, nvrtc);
+  for (std::size_t i = 0; i < not_compiled.size(); ++i)
+    EXPECT_FALSE(not_compiled[i].has_value()) << "seed " << first + i << ": " << not_compiled[i]->detail;
   // The harness really ran the compiled program (a silent skip would pass every comparison).
   EXPECT_GT(stats.compiled_calls, programs_per_batch * 4);
   EXPECT_GT(stats.reference_calls, programs_per_batch);
@@ -46,7 +55,39 @@ TEST_P(FuzzBatch, CompiledAgreesWithReference) {
   EXPECT_GE(stats.c_api_calls, programs_per_batch * 2);        // and the C API
   if (driver::cuda_built()) {
     EXPECT_GT(stats.cuda_runner_calls, programs_per_batch * 4);  // and the runner
+    EXPECT_EQ(nvrtc.programs, programs_per_batch);                // and NVRTC compiled them all
+    EXPECT_GT(nvrtc.kernels, programs_per_batch * 2);
   }
+}
+
+// The NVRTC check names the case whose CUDA does not compile, and only it, when its batch fails:
+// here a kernel calling a host function (which the emulation's host compiler would accept).
+TEST(FuzzNvrtc, ABatchThatFailsNamesTheCaseThatDoesNotCompile) {
+  if (!driver::cuda_built()) GTEST_SKIP() << "fieldflow was built without the CUDA toolkit (no NVRTC)";
+  const std::vector<FuzzCase> cases = {generate_case(1), generate_case(2), generate_case(3)};
+  const std::string broken = cases[1].program.name;
+  const CudaBodies breaking = [&](const FuzzCase& c, const std::string& prefix) {
+    std::vector<std::string> bodies = cuda_bodies(c, prefix);
+    if (c.program.name == broken)
+      bodies.push_back("static int " + prefix + "on_the_host() { return 1; }\n__global__ void " + prefix +
+                       "calls_the_host(int* p) { *p = " + prefix + "on_the_host(); }\n");
+    return bodies;
+  };
+  NvrtcStats stats;
+  const auto failures = check_cuda_compiles({&cases[0], &cases[1], &cases[2]}, stats, breaking);
+  ASSERT_EQ(failures.size(), 3u);
+  EXPECT_FALSE(failures[0].has_value());
+  ASSERT_TRUE(failures[1].has_value());
+  EXPECT_EQ(failures[1]->kind, nvrtc_failure_kind);
+  EXPECT_NE(failures[1]->detail.find("__host__"), std::string::npos) << failures[1]->detail;
+  EXPECT_FALSE(failures[2].has_value());
+  EXPECT_EQ(stats.programs, 2u);  // the two that compile, each alone once the batch failed
+  EXPECT_EQ(stats.batches, 0u);
+  // Unbroken, the three compile as one batch.
+  NvrtcStats whole;
+  for (const auto& f : check_cuda_compiles({&cases[0], &cases[1], &cases[2]}, whole)) EXPECT_FALSE(f.has_value());
+  EXPECT_EQ(whole.programs, 3u);
+  EXPECT_EQ(whole.batches, 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, FuzzBatch, ::testing::Range(0, batches));

@@ -27,10 +27,10 @@
 #include "fieldflow/dsl.h"
 #include "fieldflow/reference.h"
 #include "support/backend_harness.h"
+#include "support/nvrtc_bodies.h"
 #ifdef FIELDFLOW_WITH_CUDA
 #include "runtime/cuda/cuda_device.h"
 #include "support/cuda_emulator.h"
-#include "toolchain/nvrtc_compiler.h"
 #endif
 
 namespace fieldflow::testing_support {
@@ -210,35 +210,22 @@ class NvrtcBatch {
   // Compiles everything added; returns "" or NVRTC's error. `summary` gets ptxas's report: the
   // kernels' count, their most registers and those that spill registers to local memory.
   std::string compile_all(const std::string& arch = "sm_90", std::string* summary = nullptr) {
-#ifdef FIELDFLOW_WITH_CUDA
-    std::string tu = codegen::cuda_preamble();
-    for (const auto& b : bodies_) tu += b;
-    try {
-      const toolchain::ReportedCubin built = toolchain::nvrtc_compile_reporting("batch", tu, arch);
-      if (built.cubin.size() < 64 || built.cubin.compare(1, 3, "ELF") != 0) return "NVRTC returned no ELF cubin";
-      std::string spills;
-      int registers = 0, spilling = 0;
-      for (const auto& k : built.kernels) {
-        registers = std::max(registers, k.registers);
-        if (!k.spills()) continue;
-        ++spilling;
-        const std::size_t program = std::strtoul(k.symbol.c_str() + 1, nullptr, 10);  // p<N>_...
-        spills += "\n  " + k.symbol + " (program '" + (program < names_.size() ? names_[program] : "?") + "'): " +
-                  std::to_string(k.spill_store_bytes) + " bytes spill stores, " + std::to_string(k.spill_load_bytes) +
-                  " bytes spill loads, " + std::to_string(k.registers) + " registers";
-      }
-      if (summary)
-        *summary = std::to_string(built.kernels.size()) + " kernels, at most " + std::to_string(registers) +
-                   " registers per thread at " + arch + ", " + std::to_string(spilling) + " spilling" + spills;
-    } catch (const Error& e) {
-      return e.what();
+    const NvrtcBodiesResult built = compile_cuda_bodies(bodies_, arch);
+    if (!built.error.empty()) return built.error;
+    std::string spills;
+    int spilling = 0;
+    for (const auto& k : built.kernels) {
+      if (!k.spills()) continue;
+      ++spilling;
+      const std::size_t program = std::strtoul(k.symbol.c_str() + 1, nullptr, 10);  // p<N>_...
+      spills += "\n  " + k.symbol + " (program '" + (program < names_.size() ? names_[program] : "?") + "'): " +
+                std::to_string(k.spill_store_bytes) + " bytes spill stores, " + std::to_string(k.spill_load_bytes) +
+                " bytes spill loads, " + std::to_string(k.registers) + " registers";
     }
+    if (summary)
+      *summary = std::to_string(built.kernels.size()) + " kernels, at most " + std::to_string(built.most_registers()) +
+                 " registers per thread at " + arch + ", " + std::to_string(spilling) + " spilling" + spills;
     return "";
-#else
-    (void)arch;
-    (void)summary;
-    return "";
-#endif
   }
 
  private:
