@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <stdexcept>
 
@@ -341,6 +342,12 @@ CudaBinary compile_cuda_binary(const std::string& name, const std::string& sourc
 #ifdef FIELDFLOW_WITH_CUDA
   CudaBinary out;
   out.arch = arch.empty() ? runtime::cuda::device_arch_or(toolchain::default_cuda_arch) : arch;
+  // The device's architecture, not an option the host set: what is missing is a toolkit for it.
+  if (arch.empty() && !toolchain::nvrtc_compiles_for(out.arch))
+    throw BackendUnavailableError(fmt::format(
+        "program '{}': the cuda device is {}, which {} does not compile for (it compiles for {}); use a CUDA toolkit "
+        "that supports the device", name, out.arch, toolchain::nvrtc_identity(),
+        fmt::join(toolchain::nvrtc_architectures(), ", ")));
   toolchain::ModuleCache cache = cache_at(cache_dir);
   const toolchain::CacheEntry entry = cache.get_or_build(
       name, source, toolchain::nvrtc_build(name, out.arch),

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nvrtc.h>
 
 #include "fieldflow/device_errors.h"
@@ -26,6 +27,23 @@ std::string nvrtc_identity() {
   int major = 0, minor = 0;
   if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "NVRTC (unknown version)";
   return fmt::format("NVRTC {}.{}", major, minor);
+}
+
+std::vector<std::string> nvrtc_architectures() {
+  int count = 0;
+  if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) return {};
+  std::vector<int> numbers(static_cast<std::size_t>(count));
+  if (nvrtcGetSupportedArchs(numbers.data()) != NVRTC_SUCCESS) return {};
+  std::vector<std::string> out;
+  for (int n : numbers) out.push_back(fmt::format("sm_{}", n));
+  return out;
+}
+
+bool nvrtc_compiles_for(const std::string& arch) {
+  const std::size_t digits = arch.find_first_not_of("0123456789", 3);
+  const std::string real = arch.substr(0, digits);  // sm_90a -> sm_90
+  const std::vector<std::string> known = nvrtc_architectures();
+  return arch.rfind("sm_", 0) == 0 && std::find(known.begin(), known.end(), real) != known.end();
 }
 
 namespace {
@@ -52,6 +70,11 @@ Compiled compile(const std::string& program_name, const std::string& source, con
   if (arch.rfind("sm_", 0) != 0)
     throw OptionError(fmt::format("program '{}': CUDA architecture '{}' is not a real architecture: expected sm_<NN> "
                                   "(e.g. sm_90 for H100/H200)", program_name, arch));
+  // NVRTC's own words for this are an invalid --gpu-architecture option, which reads like a
+  // mistake of fieldflow's command line.
+  if (!nvrtc_compiles_for(arch))
+    throw OptionError(fmt::format("program '{}': {} does not compile for CUDA architecture '{}'; it compiles for {}",
+                                  program_name, nvrtc_identity(), arch, fmt::join(nvrtc_architectures(), ", ")));
   Program p;
   const std::string file = program_name + ".cu";
   if (nvrtcResult r = nvrtcCreateProgram(&p.handle, source.c_str(), file.c_str(), 0, nullptr, nullptr); r != NVRTC_SUCCESS)

@@ -22,7 +22,15 @@ std::vector<std::string> nvrtc_options(const std::string& arch);
 // "NVRTC <major>.<minor>": part of every CUDA cache key.
 std::string nvrtc_identity();
 
-// Compiles `source` to a cubin. Throws CompileError with NVRTC's log, naming the program.
+// The real architectures this NVRTC makes machine code for ("sm_75", "sm_80", ...; from
+// nvrtcGetSupportedArchs), and whether `arch` is one of them (its number; the suffixes a and f
+// are NVRTC's to refuse). A CUDA 13 NVRTC no longer compiles for Volta (sm_70), and an older
+// one does not know the newest devices.
+std::vector<std::string> nvrtc_architectures();
+bool nvrtc_compiles_for(const std::string& arch);
+
+// Compiles `source` to a cubin. An architecture this NVRTC does not compile for is an
+// OptionError naming the ones it does. Throws CompileError with NVRTC's log, naming the program.
 std::string nvrtc_compile(const std::string& program_name, const std::string& source, const std::string& arch);
 
 // What ptxas gives one kernel for the architecture: registers per thread, and the local memory

@@ -5,6 +5,7 @@
 // grid; and Backend::cuda's errors on a machine without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <cstring>
@@ -408,6 +409,38 @@ TEST(CudaNvrtc, CompilesThroughTheModuleCache) {
   }
   EXPECT_THROW(driver::compile_cuda_binary("laplacian", src, "compute_90", dir), OptionError);
   std::filesystem::remove_all(dir);
+}
+
+// An architecture this NVRTC does not compile for (Volta's sm_70 for CUDA 13, a device newer than
+// the toolkit) is the option's mistake, named with the ones it does compile for, not NVRTC's
+// "invalid value for --gpu-architecture".
+TEST(CudaNvrtc, AnArchitectureThisNvrtcDoesNotCompileForIsAnOptionError) {
+#ifndef FIELDFLOW_WITH_CUDA
+  GTEST_SKIP() << "fieldflow was built without the CUDA toolkit (no NVRTC)";
+#else
+  const std::vector<std::string> known = toolchain::nvrtc_architectures();
+  ASSERT_FALSE(known.empty());
+  EXPECT_NE(std::find(known.begin(), known.end(), "sm_90"), known.end());
+  for (const char* arch : {"sm_90", "sm_90a", "sm_100f"}) EXPECT_TRUE(toolchain::nvrtc_compiles_for(arch)) << arch;
+  for (const char* arch : {"sm_10", "sm_9990", "sm_", "compute_90", ""}) EXPECT_FALSE(toolchain::nvrtc_compiles_for(arch)) << arch;
+  const std::string src =
+      driver::build_cuda_source(examples::example("laplacian").program, options_for(Layout::horizontal_fastest)).source.source;
+  const std::string dir = ::testing::TempDir() + "cuda-arch-test";
+  for (const auto& compile_for : std::vector<std::function<void(const std::string&)>>{
+           [&](const std::string& arch) { toolchain::nvrtc_compile("laplacian", src, arch); },
+           [&](const std::string& arch) { driver::compile_cuda_binary("laplacian", src, arch, dir); }})
+    try {
+      compile_for("sm_10");
+      ADD_FAILURE() << "NVRTC compiled for sm_10";
+    } catch (const OptionError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("program 'laplacian'"), std::string::npos) << what;
+      EXPECT_NE(what.find("does not compile for CUDA architecture 'sm_10'; it compiles for " + known.front()),
+                std::string::npos) << what;
+      EXPECT_NE(what.find(toolchain::nvrtc_identity()), std::string::npos) << what;
+    }
+  std::filesystem::remove_all(dir);
+#endif
 }
 
 // The grid the runtime launches: partial blocks round up, a block per row along y and z, an
