@@ -101,16 +101,23 @@ int main(int argc, char** argv) {
   app.add_option("--cache-dir", cache_dir, "compile cache (default: FIELDFLOW_CACHE_DIR or ~/.cache/fieldflow)");
   app.add_flag("--all-threads", all_threads, "every thread count 1-4 in every memory mode (slower)");
   bool no_cuda = false;
-  app.add_flag("--no-cuda-emulation", no_cuda, "only the CPU backend, directly and through the C API (no emulated CUDA kernels or runner)");
+  CLI::Option* no_cuda_flag = app.add_flag("--no-cuda-emulation", no_cuda, "only the CPU backend, directly and through the C API (no emulated CUDA kernels or runner)");
   bool in_process = false;
   app.add_flag("--in-process", in_process, "run the checks in this process, not in a child each (to debug a crash under gdb)");
   std::size_t nvrtc_batch = 20;
   app.add_option("--nvrtc-batch", nvrtc_batch, "programs whose generated CUDA NVRTC compiles in one translation unit")
       ->check(CLI::PositiveNumber);
+  bool nvrtc_only = false;
+  app.add_flag("--nvrtc-only", nvrtc_only, "only compile the programs' generated CUDA with NVRTC (many programs quickly; nothing runs)")
+      ->excludes(no_cuda_flag);
   int timeout_s = 600;
   app.add_option("--timeout", timeout_s, "seconds a check may run in its child before it is killed and reported as hung")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  if (nvrtc_only && !nvrtc_available()) {
+    fmt::print(stderr, "--nvrtc-only: this fieldflow was built without the CUDA toolkit (no NVRTC)\n");
+    return 2;
+  }
   if (count == 0 && minutes <= 0) count = 100;
 
   install_crash_note();
@@ -193,7 +200,7 @@ int main(int argc, char** argv) {
       continue;
     }
     ++tried;
-    const auto failure = run_check(c, config, stats, false);
+    const auto failure = nvrtc_only ? std::nullopt : run_check(c, config, stats, false);
     if (failure) {
       // Shrink against the failing variant only (its mode, thread count and layout). A crashed
       // child did not say which variant it was running: shrink against all of them.

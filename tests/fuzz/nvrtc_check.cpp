@@ -10,6 +10,8 @@
 
 namespace fieldflow::fuzz {
 
+bool nvrtc_available() { return driver::cuda_built(); }
+
 std::vector<std::string> cuda_bodies(const FuzzCase& c, const std::string& prefix) {
   std::vector<Layout> layouts = c.layouts;
   layouts.push_back(Layout::any);
@@ -43,7 +45,7 @@ std::string first_lines(const std::string& log, int n) {
 std::vector<std::optional<Failure>> check_cuda_compiles(const std::vector<const FuzzCase*>& cases, NvrtcStats& stats,
                                                         const CudaBodies& bodies) {
   std::vector<std::optional<Failure>> out(cases.size());
-  if (!driver::cuda_built() || cases.empty()) return out;
+  if (!nvrtc_available() || cases.empty()) return out;
   std::vector<std::vector<std::string>> per_case;
   for (std::size_t i = 0; i < cases.size(); ++i) per_case.push_back(bodies(*cases[i], fmt::format("c{}_", i)));
   auto compile = [&](std::size_t first, std::size_t last) {

@@ -24,6 +24,9 @@ struct NvrtcStats {
   std::uint64_t batches = 0;   // NVRTC translation units that held several cases
 };
 
+// Whether this fieldflow was built with the CUDA toolkit (else every case "compiles").
+bool nvrtc_available();
+
 // The generated CUDA of `c` as Backend::cuda builds it for each layout the case runs and for
 // Layout::any (the views' instance), symbols prefixed with `prefix`. A program the CUDA lowering
 // refuses contributes nothing here: the differential check owns that verdict.
