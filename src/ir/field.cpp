@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <functional>
 
 #include "fieldflow/abi.h"
@@ -64,6 +65,10 @@ int layout_rank(const Dimension& d, int position, int ndims, Layout layout) {
 
 }  // namespace
 
+// Counts, spans and index ends of a field are int64 arithmetic everywhere (bindings, generated
+// code, the reference): a shape whose element count, bytes or end does not fit 64 bits would wrap
+// into a small number (an owned field of 2^40 x 2^40 elements would get 64 bytes), so it is
+// refused here, where the shape is given.
 void Field::check_shape_and_origin() {
   const int n = static_cast<int>(dims_.size());
   if (static_cast<int>(shape_.size()) != n)
@@ -71,14 +76,43 @@ void Field::check_shape_and_origin() {
   if (origin_.empty()) origin_.assign(n, 0);
   if (static_cast<int>(origin_.size()) != n)
     throw ArgumentError(fmt::format("field: expected {} origin entries, given {}", n, origin_.size()));
+  std::int64_t elements = 1, end = 0;
+  bool counted = true;
   for (int a = 0; a < n; ++a) {
     if (shape_[a] < 0)
       throw ArgumentError(fmt::format("field: extent along {} must be >= 0, given {}", dims_[a].name, shape_[a]));
     for (int b = 0; b < a; ++b)
       if (dims_[a].name == dims_[b].name)
         throw DimensionError(fmt::format("field: dimension {} given twice", dims_[a].name));
+    if (__builtin_add_overflow(origin_[a], shape_[a], &end))
+      throw ArgumentError(fmt::format("field: along {} the origin {} plus the extent {} is past the 64-bit index range",
+                                      dims_[a].name, origin_[a], shape_[a]));
+    // Zero extents count as 1: an empty field's dense strides are the other extents' products.
+    counted = counted && !__builtin_mul_overflow(elements, std::max<std::int64_t>(shape_[a], 1), &elements);
   }
+  const auto all = [&] { return fmt::format("{}", fmt::join(shape_, " x ")); };
+  if (!counted)
+    throw ArgumentError(fmt::format("field: the shape {} holds more elements than a 64-bit count", all()));
+  if (std::int64_t bytes = 0; __builtin_mul_overflow(elements, static_cast<std::int64_t>(size_of(dtype_)), &bytes))
+    throw ArgumentError(fmt::format("field: the shape {} of {} spans {} elements, more bytes than a 64-bit count",
+                                    all(), to_string(dtype_), elements));
 }
+
+namespace {
+
+// Index (0, ..., 0) lies sum(origin * stride) elements before the first element: the offset that
+// bindings and generated code add to every index. Refused where it does not fit 64 bits (an
+// origin near the ends of the index range), like the shape's own limits.
+void check_origin_offset(const std::vector<std::int64_t>& origin, const std::vector<std::int64_t>& strides) {
+  std::int64_t offset = 0, term = 0;
+  for (std::size_t a = 0; a < origin.size(); ++a)
+    if (__builtin_mul_overflow(origin[a], strides[a], &term) || __builtin_sub_overflow(offset, term, &offset) ||
+        offset == INT64_MIN)
+      throw ArgumentError(fmt::format("field: the origin ({}) with strides ({}) puts index 0 more elements from the "
+                                      "first than a 64-bit count", fmt::join(origin, ", "), fmt::join(strides, ", ")));
+}
+
+}  // namespace
 
 Field::Field(std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t> shape,
              std::vector<std::int64_t> origin, Layout layout)
@@ -103,6 +137,7 @@ Field::Field(std::vector<Dimension> dims, DType dtype, std::vector<std::int64_t>
     stride *= shape_[a];
   }
   size_ = stride;
+  check_origin_offset(origin_, strides_);
   // 64-byte alignment keeps vector loads aligned (misalignment alone costs ~1.45x on hdiff).
   const std::size_t alloc = std::max<std::size_t>(64, (bytes() + 63) / 64 * 64);
   auto* p = static_cast<std::byte*>(std::aligned_alloc(64, alloc));
@@ -133,7 +168,19 @@ Field Field::view(void* data, std::vector<Dimension> dims, DType dtype, std::vec
                                       strides[a]));
   f.strides_ = std::move(strides);
   f.size_ = 1;
-  for (std::int64_t e : f.shape_) f.size_ *= e;
+  for (std::int64_t e : f.shape_) f.size_ *= e;  // fits: check_shape_and_origin
+  // The span, from the first element to the end of the last, in bytes (span_bytes()).
+  if (f.size_ > 0) {
+    std::int64_t last = 0, step = 0, bytes = 0;
+    bool fits = true;
+    for (std::size_t a = 0; a < n && fits; ++a)
+      fits = !__builtin_mul_overflow(f.shape_[a] - 1, f.strides_[a], &step) && !__builtin_add_overflow(last, step, &last);
+    if (!fits || __builtin_mul_overflow(last + 1, static_cast<std::int64_t>(size_of(f.dtype_)), &bytes))
+      throw ArgumentError(fmt::format("field view: the span of shape {} with strides {} (from the first element to the "
+                                      "last) is more bytes than a 64-bit count", fmt::join(f.shape_, " x "),
+                                      fmt::join(f.strides_, ", ")));
+  }
+  check_origin_offset(f.origin_, f.strides_);
   // The layout a dense field with these strides would have: vertical_fastest unless a horizontal
   // dimension is the unit-stride one (informational; compiled programs check strides themselves).
   f.layout_ = Layout::vertical_fastest;

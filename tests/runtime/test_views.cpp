@@ -177,6 +177,44 @@ TEST(Views, BadViewsAreRejectedWhenMade) {
                ConnectivityError);
 }
 
+// Counts, spans and index ends are int64 arithmetic everywhere (bindings, generated code, the
+// reference): a shape, stride or origin whose product, span or end does not fit would wrap into a
+// small number and address memory the array does not have. Found by fuzz_c_api: a table of 60
+// rows with a row stride of 2^62 was accepted.
+TEST(Views, GeometryBeyond64BitsIsRefusedWhenMade) {
+  std::vector<double> mem(64, 0.0);
+  const std::int64_t big = std::int64_t(1) << 40, huge = std::int64_t(1) << 62;
+  auto refused = [](auto make, const std::string& says) {
+    try {
+      make();
+      ADD_FAILURE() << "accepted; expected an error saying '" << says << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  // Elements: 2^40 x 2^40 wraps to 0.
+  refused([&] { Field::view(mem.data(), {I, K}, DType::float64, {big, big}, {0, 0}); },
+          "holds more elements than a 64-bit count");
+  refused([&] { Field({I, K}, DType::float64, {big, big}); }, "holds more elements than a 64-bit count");
+  refused([&] { Field({I, J, K}, DType::float64, {big, big, 0}); }, "holds more elements than a 64-bit count");
+  // Bytes: 2^62 float64 elements are 2^65 bytes.
+  refused([&] { Field::view(mem.data(), {I, K}, DType::float64, {huge, 1}, {1, 1}); }, "bytes");
+  refused([&] { Field({I, K}, DType::float64, {huge, 1}); }, "bytes");
+  // The span: 3 elements 2^62 apart.
+  refused([&] { Field::view(mem.data(), {I, K}, DType::int32, {3, 1}, {huge, 1}); }, "span");
+  // The index end: origin + extent.
+  refused([&] { Field::view(mem.data(), {I, K}, DType::float64, {2, 1}, {1, 1}, {INT64_MAX, 0}); }, "origin");
+  refused([&] { Field::view(mem.data(), {I, K}, DType::float64, {2, 1}, {1, 1}, {INT64_MIN, 0}); }, "origin");
+  // Tables: the last entry's offset, 59 * 2^62 + 60.
+  const std::int32_t entries[4] = {0, 1, 1, 0};
+  refused([&] { NeighborTable::view("E2V", "Edge", "Vertex", 60, 20, 2, entries, huge, 60); }, "last entry");
+  refused([&] { NeighborTable::view("E2V", "Edge", "Vertex", huge, 20, 4, entries, 1, huge); }, "last entry");
+  // Within 64 bits (stride 0 folds a large extent onto one element) is a view like any other.
+  EXPECT_NO_THROW(Field::view(mem.data(), {I, K}, DType::float64, {big, 1}, {0, 0}));
+  EXPECT_NO_THROW(Field::view(mem.data(), {I, K}, DType::float64, {2, 1}, {1, 1}, {INT64_MAX - 2, 0}));
+  EXPECT_NO_THROW(NeighborTable::view("E2V", "Edge", "Vertex", 2, 2, 2, entries, 2, 1));
+}
+
 TEST(Views, BadViewsAreRejectedBeforeAnythingRuns) {
   const ir::Program p = shift_program();
   CompiledProgram program = compile(p, CompileOptions{});
