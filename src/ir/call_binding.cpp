@@ -161,16 +161,34 @@ void check_output_elements_distinct(const Program& p, const std::string& output,
                                     f.describe(), fmt::join(f.strides(), ", ")));
 }
 
-void check_outputs_distinct(const Program& p, const BoundCall& call) {
+void check_outputs_distinct(const Program& p, const std::vector<Field*>& fields) {
   for (const Stmt& st : p.stmts)
-    for (const auto& out : st.outputs) check_output_elements_distinct(p, out, *call.fields[p.index_of(out)]);
+    for (const auto& out : st.outputs) check_output_elements_distinct(p, out, *fields[p.index_of(out)]);
+}
+
+void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields) {
+  for (const auto& st : p.stmts)
+    for (const auto& out : st.outputs) {
+      const int o = p.index_of(out);
+      const Field& of = *fields[o];
+      const auto* ob = static_cast<const std::byte*>(of.data());
+      for (std::size_t i = 0; i < fields.size(); ++i) {
+        if (static_cast<int>(i) == o || !fields[i]) continue;
+        const auto* ib = static_cast<const std::byte*>(fields[i]->data());
+        if (ob < ib + fields[i]->span_bytes() && ib < ob + of.span_bytes())
+          throw ArgumentError(fmt::format("program '{}': output '{}' and argument '{}' share memory; pass one field "
+                                          "as an in/out argument instead", p.name, out, p.params[i].name));
+      }
+    }
 }
 
 BoundCall bind_and_check_outputs(const Program& p, const Arguments& args) {
   BoundCall call = bind_arguments(p, args);
   check_output_domains(p, call);
-  // As the compiled runtime does: an output written through stride 0 would have no defined value.
-  check_outputs_distinct(p, call);
+  // As the compiled runtime does: an output written through stride 0, or over another
+  // argument's memory, would have no defined value.
+  check_outputs_distinct(p, call.fields);
+  check_outputs_share_no_memory(p, call.fields);
   return call;
 }
 

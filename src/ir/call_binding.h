@@ -47,10 +47,16 @@ void check_output_domains(const Program& p, const BoundCall& call);
 // Every output's elements are distinct (no stride 0, no strides under which indices meet):
 // ArgumentError naming the output and its strides otherwise.
 void check_output_elements_distinct(const Program& p, const std::string& output, const Field& f);
-void check_outputs_distinct(const Program& p, const BoundCall& call);
+void check_outputs_distinct(const Program& p, const std::vector<Field*>& fields);
+
+// No output shares memory with another field parameter (their spans meet): generated code
+// assumes outputs alias nothing (restrict pointers), and the reference's values would depend on
+// the order it visits points in. ArgumentError naming both otherwise. A field updated in place
+// is one in/out parameter, not two parameters over one array.
+void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields);
 
 // What the reference executor checks before it evaluates anything: the binding, every output
-// covering its statements' domains, every output's elements distinct.
+// covering its statements' domains, every output's elements distinct and its memory its own.
 BoundCall bind_and_check_outputs(const Program& p, const Arguments& args);
 
 // Full check of one neighbour table against its declared connectivity.

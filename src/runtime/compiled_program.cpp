@@ -65,22 +65,11 @@ void add_location_sizes(const ir::Program& p, const std::vector<const NeighborTa
 
 // Generated code assumes outputs do not alias other fields (restrict pointers) nor themselves.
 // Whether an output's own elements are distinct depends on its shape and strides only: checked
-// when they were bound (`strides_changed`), not when only the memory moved.
+// when they were bound (`strides_changed`), not when only the memory moved. The checks are the
+// reference's (ir/call_binding.h).
 void check_output_aliasing(const ir::Program& p, const std::vector<Field*>& fields, bool strides_changed) {
-  for (const auto& st : p.stmts)
-    for (const auto& out : st.outputs) {
-      const int o = p.index_of(out);
-      const Field& of = *fields[o];
-      if (strides_changed) ir::check_output_elements_distinct(p, out, of);
-      const auto* ob = static_cast<const std::byte*>(of.data());
-      for (std::size_t i = 0; i < fields.size(); ++i) {
-        if (static_cast<int>(i) == o || !fields[i]) continue;
-        const auto* ib = static_cast<const std::byte*>(fields[i]->data());
-        if (ob < ib + fields[i]->span_bytes() && ib < ob + of.span_bytes())
-          throw ArgumentError(fmt::format("program '{}': output '{}' and argument '{}' share memory; pass one field "
-                                          "as an in/out argument instead", p.name, out, p.params[i].name));
-      }
-    }
+  if (strides_changed) ir::check_outputs_distinct(p, fields);
+  ir::check_outputs_share_no_memory(p, fields);
 }
 
 ff_buffer describe_field(const Field& f, const std::vector<Dimension>& canonical) {
