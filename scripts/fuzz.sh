@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
-targets=(fuzz_program_builder fuzz_call_binding fuzz_memory_options fuzz_cache_dir)
+targets=(fuzz_program_builder fuzz_call_binding fuzz_c_api fuzz_memory_options fuzz_cache_dir)
 if [ -n "${FIELDFLOW_FUZZ_TARGETS:-}" ]; then read -r -a targets <<<"$FIELDFLOW_FUZZ_TARGETS"; fi
 scripts/install-deps.sh
 cmake --preset fuzz >/dev/null
