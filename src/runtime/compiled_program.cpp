@@ -274,24 +274,27 @@ namespace {
 
 // The bounding range [lo, hi) of the indices a table-indexed read reaches, walking the bound
 // tables from its rows; empty when it reaches none (no rows, or every path meets a missing
-// neighbour, which reductions skip and fixed-index shifts reject elsewhere).
+// neighbour, which reductions skip and fixed-index shifts reject elsewhere). What a hop reaches
+// is collected from the entries it reads (sorted, each once), not marked per declared target: a
+// table may declare far more targets than exist in memory (fuzz_c_api, finding 13).
 std::optional<std::pair<std::int64_t, std::int64_t>> reached_range(const ir::Program& p,
                                                                    const std::vector<const NeighborTable*>& tables,
                                                                    const ir::ConcreteExtents::TablePath& path) {
   std::vector<std::int64_t> rows;
   for (std::int64_t r = path.row_lo; r < path.row_hi; ++r) rows.push_back(r);
+  std::vector<std::int64_t> reached;
   for (const ir::TableHop& hop : path.hops) {
     const NeighborTable& t = *tables[p.index_of(hop.connectivity)];
-    std::vector<char> reached(static_cast<std::size_t>(std::max<std::int64_t>(0, t.n_target)), 0);
     const int slot_lo = hop.slot < 0 ? 0 : hop.slot, slot_hi = hop.slot < 0 ? t.max_neighbors : hop.slot + 1;
+    reached.clear();
     for (std::int64_t r : rows) {
       if (r < 0 || r >= t.n_source) continue;
       for (int n = slot_lo; n < slot_hi; ++n)
-        if (const std::int32_t v = t(r, n); v >= 0 && v < t.n_target) reached[static_cast<std::size_t>(v)] = 1;
+        if (const std::int32_t v = t(r, n); v >= 0 && v < t.n_target) reached.push_back(v);
     }
-    rows.clear();
-    for (std::size_t v = 0; v < reached.size(); ++v)
-      if (reached[v]) rows.push_back(static_cast<std::int64_t>(v));
+    std::sort(reached.begin(), reached.end());
+    reached.erase(std::unique(reached.begin(), reached.end()), reached.end());
+    rows.swap(reached);
   }
   if (rows.empty()) return std::nullopt;
   return std::pair{rows.front() + path.min_offset, rows.back() + 1 + path.max_offset};

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -304,6 +305,29 @@ TEST(Views, TableViewsInFortranOrderAndOutOfRangeEntries) {
     }
     EXPECT_EQ(e, std::vector<double>(3, -1.0));
     e2v[4] = 2;
+  }
+}
+
+// Found by fuzz_c_api (finding 13): a table may declare far more targets than it reaches (a view
+// of 3 edges declaring 2^40 or 2^63 - 1 vertices). Binding sized a mark per declared target to
+// find the vertices the reads reach: an allocation of that many bytes, which failed (aborting
+// under AddressSanitizer). The reached vertices come from the entries alone now; both backends
+// read exactly the vertices the entries name.
+TEST(Views, ATableDeclaringMoreTargetsThanItReachesCostsNothingMore) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const ir::Program p = testing_support::edge_mean_program();
+  std::int32_t e2v[6] = {0, 1, 2, 1, 2, 0};  // Fortran order, as above
+  std::vector<double> v = {10, 20, 40};
+  for (std::int64_t n_vertices : {std::int64_t{1} << 40, std::numeric_limits<std::int64_t>::max()}) {
+    std::vector<double> e(3, -1.0), expected(3, -1.0);
+    Field fvv = Field::view(v.data(), {Vertex}, DType::float64, {3}, {1});
+    Field fev = Field::view(e.data(), {Edge}, DType::float64, {3}, {1});
+    Field fexpected = Field::view(expected.data(), {Edge}, DType::float64, {3}, {1});
+    const NeighborTable t = NeighborTable::view("E2V", "Edge", "Vertex", 3, n_vertices, 2, e2v, 1, 3);
+    run_reference(p, Arguments().field("fv", fvv).field("fe", fexpected).connectivity("E2V", t).scalar("ne", 3));
+    EXPECT_EQ(expected, (std::vector<double>{15, 30, 25}));
+    compile(p, CompileOptions{})(Arguments().field("fv", fvv).field("fe", fev).connectivity("E2V", t).scalar("ne", 3));
+    EXPECT_EQ(e, expected) << n_vertices << " vertices";
   }
 }
 
