@@ -54,6 +54,26 @@ def test_the_output_array_is_written_in_place(compiled, data):
     np.testing.assert_allclose(aligned, numpy_blend(a, b), rtol=1e-12)
 
 
+def test_views_that_interleave_in_one_array_are_inputs_and_outputs_of_one_call(compiled, data):
+    """The components of an array of structures: their spans overlap, their elements do not
+    (np.shares_memory is False), so one call reads two and writes the third, only its elements."""
+    a, b = data
+    x = np.full((10, 3, 6), -1.0)
+    x[:, 0, :] = a
+    x[:, 1, :] = b
+    assert np.may_share_memory(x[:, 1, :], x[:, 2, :]) and not np.shares_memory(x[:, 1, :], x[:, 2, :])
+    compiled(x[:, 0, :], x[:, 1, :], x[:, 2, :], ni=10, nk=6)
+    np.testing.assert_allclose(x[1:-1, 2, :], numpy_blend(a, b)[1:-1], rtol=1e-12)
+    assert (x[[0, -1], 2, :] == -1.0).all()  # outside the domain
+    np.testing.assert_array_equal(x[:, 0, :], a)
+    np.testing.assert_array_equal(x[:, 1, :], b)
+    # A view that does share elements with an input is still refused, before anything is written.
+    y = np.zeros((11, 6))
+    with pytest.raises(ff.ArgumentError, match="output .out. and argument .b. share memory"):
+        compiled(a, y[:10], y[1:], ni=10, nk=6)
+    assert not y.any()
+
+
 def test_strided_views_are_read_and_written_through_their_strides(compiled, data):
     a, b = data
     big_a = np.zeros((20, 12))

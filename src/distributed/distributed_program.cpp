@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -19,6 +18,7 @@
 #include "fieldflow/distributed.h"
 #include "fieldflow/errors.h"
 #include "ir/call_binding.h"
+#include "ir/field_elements.h"
 #include "ir/schedule.h"
 #include "passes/pipeline.h"
 
@@ -664,6 +664,7 @@ struct DistributedProgram::Impl {
   // The rank's outputs, saved before a call whose kernels check reads while running (dynamic
   // offsets): a read that fails on one rank, or in a later piece, is found only after other
   // ranks and pieces have written. Host fields only, as the exchange (the buffers are kept).
+  // Element by element: the bytes between a view's elements may be another thread's.
   void save_outputs(const Arguments& args) {
     saved_outputs.clear();
     for (const auto& st : original.stmts)
@@ -674,13 +675,13 @@ struct DistributedProgram::Impl {
           continue;
         const std::size_t i = saved_outputs.size();
         if (saved_bytes.size() <= i) saved_bytes.emplace_back();
-        saved_bytes[i].resize(f->span_bytes());
-        std::memcpy(saved_bytes[i].data(), f->data(), f->span_bytes());
+        saved_bytes[i].resize(f->bytes());
+        ir::pack_elements(*f, saved_bytes[i].data());
         saved_outputs.emplace_back(f, i);
       }
   }
   void restore_outputs() {
-    for (const auto& [f, i] : saved_outputs) std::memcpy(f->data(), saved_bytes[i].data(), f->span_bytes());
+    for (const auto& [f, i] : saved_outputs) ir::unpack_elements(*f, saved_bytes[i].data());
   }
 
   void call(const Arguments& args) {

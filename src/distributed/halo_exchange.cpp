@@ -10,6 +10,7 @@
 
 #include "distributed/collective.h"
 #include "fieldflow/errors.h"
+#include "ir/field_elements.h"
 
 namespace fieldflow::distributed::detail {
 
@@ -19,53 +20,10 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Copies the box [lo, hi) of `f` to (pack) or from (unpack) consecutive bytes at `buffer`, in
-// the field's own axis order; runs along a unit-stride axis move with memcpy. Returns the bytes.
-std::size_t copy_box(Field& f, const std::int64_t* lo, const std::int64_t* hi, std::byte* buffer, bool pack) {
-  const std::size_t rank = f.dims().size(), esize = size_of(f.dtype());
-  std::int64_t count = 1;
-  for (std::size_t a = 0; a < rank; ++a) count *= std::max<std::int64_t>(0, hi[a] - lo[a]);
-  if (count == 0) return 0;
-  // The innermost axis of the run: the unit-stride one if any, else the last.
-  int inner = static_cast<int>(rank) - 1;
-  for (std::size_t a = 0; a < rank; ++a)
-    if (f.strides()[a] == 1 && hi[a] - lo[a] > 1) inner = static_cast<int>(a);
-  const bool contiguous = rank > 0 && f.strides()[inner] == 1;
-  const std::int64_t run = rank > 0 ? hi[inner] - lo[inner] : 1;
-  auto* base = static_cast<std::byte*>(f.data());
-  std::int64_t index[8];
-  for (std::size_t a = 0; a < rank; ++a) index[a] = lo[a];
-  std::byte* out = buffer;
-  while (true) {
-    std::int64_t offset = 0;
-    for (std::size_t a = 0; a < rank; ++a) offset += (index[a] - f.origin()[a]) * f.strides()[a];
-    std::byte* at = base + offset * static_cast<std::int64_t>(esize);
-    if (contiguous) {
-      const std::size_t bytes = static_cast<std::size_t>(run) * esize;
-      if (pack) std::memcpy(out, at, bytes); else std::memcpy(at, out, bytes);
-      out += bytes;
-    } else {
-      const std::int64_t step = (rank > 0 ? f.strides()[inner] : 0) * static_cast<std::int64_t>(esize);
-      for (std::int64_t i = 0; i < run; ++i, out += esize) {
-        if (pack) std::memcpy(out, at + i * step, esize); else std::memcpy(at + i * step, out, esize);
-      }
-    }
-    // Next run: odometer over the other axes, the last one fastest.
-    int a = static_cast<int>(rank) - 1;
-    for (; a >= 0; --a) {
-      if (a == inner) continue;
-      if (++index[a] < hi[a]) break;
-      index[a] = lo[a];
-    }
-    if (a < 0) break;
-  }
-  return static_cast<std::size_t>(out - buffer);
-}
-
 }  // namespace
 
 std::size_t copy_segment(Field& f, const Segment& s, std::byte* buffer, bool pack) {
-  if (!s.points) return copy_box(f, s.lo.data(), s.hi.data(), buffer, pack);
+  if (!s.points) return ir::copy_box(f, s.lo.data(), s.hi.data(), buffer, pack);
   const std::size_t rank = f.dims().size(), esize = size_of(f.dtype());
   const int axis = s.point_axis;
   // One point's elements are contiguous when the point axis is the slowest and the others dense
@@ -99,7 +57,7 @@ std::size_t copy_segment(Field& f, const Segment& s, std::byte* buffer, bool pac
   for (const std::int32_t p : *s.points) {
     lo[axis] = p;
     hi[axis] = p + 1;
-    out += copy_box(f, lo.data(), hi.data(), out, pack);
+    out += ir::copy_box(f, lo.data(), hi.data(), out, pack);
   }
   return static_cast<std::size_t>(out - buffer);
 }

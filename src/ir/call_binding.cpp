@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "fieldflow/errors.h"
+#include "ir/memory_overlap.h"
 
 namespace fieldflow::ir {
 
@@ -166,18 +167,35 @@ void check_outputs_distinct(const Program& p, const std::vector<Field*>& fields)
     for (const auto& out : st.outputs) check_output_elements_distinct(p, out, *fields[p.index_of(out)]);
 }
 
-void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields) {
+void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields, bool host_outputs_by_span) {
   for (const auto& st : p.stmts)
     for (const auto& out : st.outputs) {
       const int o = p.index_of(out);
       const Field& of = *fields[o];
-      const auto* ob = static_cast<const std::byte*>(of.data());
       for (std::size_t i = 0; i < fields.size(); ++i) {
         if (static_cast<int>(i) == o || !fields[i]) continue;
-        const auto* ib = static_cast<const std::byte*>(fields[i]->data());
-        if (ob < ib + fields[i]->span_bytes() && ib < ob + of.span_bytes())
-          throw ArgumentError(fmt::format("program '{}': output '{}' and argument '{}' share memory; pass one field "
-                                          "as an in/out argument instead", p.name, out, p.params[i].name));
+        const Field& other = *fields[i];
+        const std::string& name = p.params[i].name;
+        if (host_outputs_by_span && of.device() == Device::cpu && other.device() == Device::cpu &&
+            spans_overlap(of, other))
+          throw ArgumentError(fmt::format(
+              "program '{}': output '{}' ({}, strides [{}]) and argument '{}' ({}, strides [{}]) lie in one span of "
+              "memory; this backend copies a host output back over its whole span, from its first element to its "
+              "last, so no other field may lie there: pass device memory, or arrays that do not interleave",
+              p.name, out, of.describe(), fmt::join(of.strides(), ", "), name, other.describe(),
+              fmt::join(other.strides(), ", ")));
+        switch (element_overlap(of, other)) {
+          case Overlap::none: break;
+          case Overlap::shared:
+            throw ArgumentError(fmt::format("program '{}': output '{}' and argument '{}' share memory; pass one field "
+                                            "as an in/out argument instead", p.name, out, name));
+          case Overlap::undecided:
+            throw ArgumentError(fmt::format(
+                "program '{}': output '{}' ({}, strides [{}]) and argument '{}' ({}, strides [{}]) may share memory: "
+                "their spans meet and their strides are too irregular to show that no element does; pass arrays "
+                "whose spans do not meet", p.name, out, of.describe(), fmt::join(of.strides(), ", "), name,
+                other.describe(), fmt::join(other.strides(), ", ")));
+        }
       }
     }
 }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <optional>
 #include <thread>
 #include <fmt/format.h>
@@ -14,6 +13,7 @@
 #include "fieldflow/errors.h"
 #include "fieldflow/mesh.h"
 #include "fieldflow/reference.h"
+#include "ir/field_elements.h"
 #include "ir/memory_packing.h"
 
 namespace fieldflow {
@@ -66,10 +66,11 @@ void add_location_sizes(const ir::Program& p, const std::vector<const NeighborTa
 // Generated code assumes outputs do not alias other fields (restrict pointers) nor themselves.
 // Whether an output's own elements are distinct depends on its shape and strides only: checked
 // when they were bound (`strides_changed`), not when only the memory moved. The checks are the
-// reference's (ir/call_binding.h).
-void check_output_aliasing(const ir::Program& p, const std::vector<Field*>& fields, bool strides_changed) {
+// reference's (ir/call_binding.h); a device runner copies host outputs back by their spans.
+void check_output_aliasing(const ir::Program& p, const std::vector<Field*>& fields, bool strides_changed,
+                           bool host_outputs_by_span) {
   if (strides_changed) ir::check_outputs_distinct(p, fields);
-  ir::check_outputs_share_no_memory(p, fields);
+  ir::check_outputs_share_no_memory(p, fields, host_outputs_by_span);
 }
 
 ff_buffer describe_field(const Field& f, const std::vector<Dimension>& canonical) {
@@ -183,7 +184,7 @@ CompiledProgram::Impl::Change CompiledProgram::Impl::what_changed(const Argument
 
 void CompiledProgram::Impl::rebind_field_data() {
   const ir::Program& p = image.program;
-  check_output_aliasing(p, binding.bound.fields, false);
+  check_output_aliasing(p, binding.bound.fields, false, image.device != nullptr);
   for (std::size_t i = 0; i < p.params.size(); ++i)
     if (const Field* f = binding.bound.fields[i]; f && f->data() != binding.data[i]) {
       binding.data[i] = f->data();
@@ -233,7 +234,7 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
                                     "Layout::any)", p.name, to_string(layout), p.params[i].name,
                                     unit.name, f->strides()[axis], to_string(layout)));
   }
-  check_output_aliasing(p, bound.fields, true);
+  check_output_aliasing(p, bound.fields, true, image.device != nullptr);
   binding.names.clear();
   binding.param_of_entry.clear();
   binding.data.assign(n, nullptr);
@@ -440,16 +441,18 @@ void check_static_scalars(const ir::Program& p, const std::map<std::string, Scal
 }
 
 // Copies kept across calls (allocated once, then reused): no system allocation in steady state.
+// Element by element, not the span: the bytes between a view's elements may be another field's,
+// which another thread may be writing (the other component of an array of structures).
 void save_outputs(const std::vector<Field*>& outputs, std::vector<std::vector<std::byte>>& saved) {
   if (saved.size() < outputs.size()) saved.resize(outputs.size());
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    saved[i].resize(outputs[i]->span_bytes());
-    std::memcpy(saved[i].data(), outputs[i]->data(), outputs[i]->span_bytes());
+    saved[i].resize(outputs[i]->bytes());
+    ir::pack_elements(*outputs[i], saved[i].data());
   }
 }
 
 void restore_outputs(const std::vector<Field*>& outputs, const std::vector<std::vector<std::byte>>& saved) {
-  for (std::size_t i = 0; i < outputs.size(); ++i) std::memcpy(outputs[i]->data(), saved[i].data(), outputs[i]->span_bytes());
+  for (std::size_t i = 0; i < outputs.size(); ++i) ir::unpack_elements(*outputs[i], saved[i].data());
 }
 }  // namespace
 

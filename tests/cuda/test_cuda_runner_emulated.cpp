@@ -34,6 +34,7 @@
 #include "runtime/compiled_program.h"
 #include "runtime/cuda/cuda_runner.h"
 #include "runtime/memory_route.h"
+#include "reference/lang_test_util.h"
 #include "runtime/memory_test_support.h"
 #include "support/backend_harness.h"
 #include "support/cuda_emulator.h"
@@ -383,6 +384,52 @@ TEST_F(EmulatedRunner, MemoryElsewhereThanTheFieldSaysIsRefusedBeforeAnythingRun
     EXPECT_TRUE(emulator_.launch_streams.empty()) << "nothing ran";
   }
   (*p.program)(d.args);
+}
+
+// Views that interleave in one array without sharing an element (the components of an array of
+// structures, here (K, component, I)) may be outputs of one call. In device memory the kernels
+// write only their elements. A host output is copied back over its whole span, which would write
+// the other components' old values back: a cuda program refuses host outputs whose span meets
+// another host field's, before anything is copied.
+TEST_F(EmulatedRunner, InterleavedOutputsRunInDeviceMemoryAndAreRefusedAsHostFields) {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  ProgramBuilder pb("components");
+  Expr a = pb.field("a", {I, K}, DType::float64);
+  Expr u = pb.field("u", {I, K}, DType::float64), v = pb.field("v", {I, K}, DType::float64);
+  Expr n = pb.scalar("n", DType::int32), levels = pb.scalar("nk", DType::int32);
+  pb.call("average", (a(I + 1) + a(I - 1)) * 0.5, {u}, {{I, 1, n - 1}, {K, 0, levels}});
+  pb.call("twice", a * 2.0, {v}, {{I, 0, n}, {K, 0, levels}});
+  EmulatedProgram p = make(pb.build(), TransientMemoryMode::pool);
+  const std::int64_t ni = 300, nk = 3;  // rows longer than one block of threads
+  std::vector<double> aos(static_cast<std::size_t>(3 * ni * nk), -7.0);
+  const auto at = [&](int c, std::int64_t i, std::int64_t k) -> double& {
+    return aos[static_cast<std::size_t>(k * 3 * ni + c * ni + i)];
+  };
+  for (std::int64_t k = 0; k < nk; ++k)
+    for (std::int64_t i = 0; i < ni; ++i) at(0, i, k) = static_cast<double>(i * 7 % 23) + 0.5 * static_cast<double>(k);
+  const auto arguments = [&](Device d, std::vector<Field>& views) {
+    views.clear();
+    for (int c = 0; c < 3; ++c)
+      views.push_back(Field::view(aos.data() + c * ni, {I, K}, DType::float64, {ni, nk}, {1, 3 * ni}, {}, d));
+    Arguments args;
+    args.field("a", views[0]).field("u", views[1]).field("v", views[2]).scalar("n", ni).scalar("nk", nk);
+    return args;
+  };
+  const std::vector<double> before = aos;
+  std::vector<Field> views;
+  EXPECT_ERROR(ArgumentError, (*p.program)(arguments(Device::cpu, views)), "program 'components'", "output 'u'",
+               "argument 'a'", "one span", "host output");
+  EXPECT_TRUE(aos == before) << "a refused call writes nothing";
+  emulator_.add_device(aos.data(), aos.size() * sizeof(double));
+  (*p.program)(arguments(Device::cuda, views));
+  emulator_.remove_device(aos.data());
+  for (std::int64_t k = 0; k < nk; ++k)
+    for (std::int64_t i = 0; i < ni; ++i) {
+      ASSERT_EQ(at(0, i, k), before[static_cast<std::size_t>(k * 3 * ni + i)]) << "a is an input";
+      const double u_expected = i == 0 || i == ni - 1 ? -7.0 : (at(0, i + 1, k) + at(0, i - 1, k)) * 0.5;
+      ASSERT_EQ(at(1, i, k), u_expected) << "u at " << i << ", " << k;
+      ASSERT_EQ(at(2, i, k), at(0, i, k) * 2.0) << "v at " << i << ", " << k;
+    }
 }
 
 // A time loop that moves one view to other memory: only that field's memory is asked about

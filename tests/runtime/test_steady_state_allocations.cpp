@@ -83,6 +83,44 @@ TEST(SteadyState, ViewsSwappingTimeLevelsAllocateNothing) {
   }
 }
 
+// The same with the two time levels interleaved in one array, (K, J, level, I): their spans
+// overlap, so every call decides element by element that they share none (ir/memory_overlap.h),
+// without allocating; the output, a strided view, is saved and restored element by element
+// around kernels that check a dynamic offset, without allocating either.
+TEST(SteadyState, InterleavedTimeLevelsAllocateNothing) {
+  const Dimension J = horizontal_dim("J");
+  ProgramBuilder pb("interleaved_levels");
+  Expr u = pb.field("u", {I, J, K}, DType::float64), out = pb.field("out", {I, J, K}, DType::float64);
+  Expr off = pb.field("off", {I, J, K}, DType::int32);
+  pb.call("lap", u(I + 1) + u(I - 1) + u(J + 1) + u(J - 1) - 4.0 * u + u(K + off), {out},
+          {{I, 1, 31}, {J, 1, 31}, {K, 0, 8}});
+  CompileOptions o;
+  o.layout = Layout::horizontal_fastest;
+  o.num_threads = 2;
+  o.parallel_threshold = 0;
+  CompiledProgram program = compile(pb.build(), o);
+  std::vector<double> levels(32 * 32 * 2 * 8, 1.0);
+  const std::vector<std::int64_t> strides = {1, 64, 64 * 32};
+  Field now = Field::view(levels.data(), {I, J, K}, DType::float64, {32, 32, 8}, strides);
+  Field next = Field::view(levels.data() + 32, {I, J, K}, DType::float64, {32, 32, 8}, strides);
+  Field foff({I, J, K}, DType::int32, {32, 32, 8}, {}, Layout::horizontal_fastest);
+  Arguments args;
+  args.field("u", now).field("out", next).field("off", foff);
+  int step = 0;
+  auto run_steps = [&](int steps) {
+    for (int s = 0; s < steps; ++s, ++step) {
+      program(args);
+      now.set_view_data(levels.data() + (step + 1) % 2 * 32);
+      next.set_view_data(levels.data() + step % 2 * 32);
+    }
+  };
+  run_steps(4);
+  const long before = testing_support::heap_allocations();
+  run_steps(50);
+  EXPECT_EQ(testing_support::heap_allocations() - before, 0);
+  EXPECT_EQ(levels[64 * 32 + 64 + 1], 1.0) << "a constant field's Laplacian plus itself";
+}
+
 // diffusion_chain reads u(E2V[0]) and u(E2V[1]) through V2E: fixed-index shifts, whose table rows
 // are checked for skip values before anything runs, so no check can fail halfway and nothing is
 // saved (every output used to be copied before every call). The same mesh with 4 times the

@@ -1,0 +1,22 @@
+#pragma once
+// Copies a field's elements to and from consecutive bytes, touching only the elements: never the
+// bytes between them, which may be another field's (a padded view, one component of an array of
+// structures, a view that interleaves with another) and may be written by another thread.
+#include <cstddef>
+#include <cstdint>
+
+#include "fieldflow/field.h"
+
+namespace fieldflow::ir {
+
+// Copies the box [lo, hi) (absolute indices, one per axis) of `f` to (pack) or from (unpack)
+// consecutive bytes at `buffer`, in the field's own axis order, the last axis fastest except that
+// runs along a unit-stride axis move with one memcpy each. Returns the bytes copied.
+std::size_t copy_box(Field& f, const std::int64_t* lo, const std::int64_t* hi, std::byte* buffer, bool pack);
+
+// The whole box: exactly f.bytes() bytes, in an order of their own (a dense field's memory order,
+// one memcpy), the same for both. For saving a field's values and restoring them.
+void pack_elements(const Field& f, std::byte* out);
+void unpack_elements(Field& f, const std::byte* in);
+
+}  // namespace fieldflow::ir
