@@ -393,13 +393,7 @@ TEST_F(EmulatedRunner, MemoryElsewhereThanTheFieldSaysIsRefusedBeforeAnythingRun
 // another host field's, before anything is copied.
 TEST_F(EmulatedRunner, InterleavedOutputsRunInDeviceMemoryAndAreRefusedAsHostFields) {
   const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
-  ProgramBuilder pb("components");
-  Expr a = pb.field("a", {I, K}, DType::float64);
-  Expr u = pb.field("u", {I, K}, DType::float64), v = pb.field("v", {I, K}, DType::float64);
-  Expr n = pb.scalar("n", DType::int32), levels = pb.scalar("nk", DType::int32);
-  pb.call("average", (a(I + 1) + a(I - 1)) * 0.5, {u}, {{I, 1, n - 1}, {K, 0, levels}});
-  pb.call("twice", a * 2.0, {v}, {{I, 0, n}, {K, 0, levels}});
-  EmulatedProgram p = make(pb.build(), TransientMemoryMode::pool);
+  EmulatedProgram p = make(testing_support::components_program(), TransientMemoryMode::pool);
   const std::int64_t ni = 300, nk = 3;  // rows longer than one block of threads
   std::vector<double> aos(static_cast<std::size_t>(3 * ni * nk), -7.0);
   const auto at = [&](int c, std::int64_t i, std::int64_t k) -> double& {

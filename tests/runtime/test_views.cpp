@@ -261,13 +261,7 @@ TEST(Views, BadViewsAreRejectedBeforeAnythingRuns) {
 // on 1 to 3 threads over rows longer than a block, and the reference write exactly their
 // elements, equal to plain loops; the component nobody writes keeps its values.
 TEST(Views, InterleavedViewsAreInputsAndOutputsOfOneCall) {
-  ProgramBuilder pb("components");
-  Expr a = pb.field("a", {I, K}, DType::float64);
-  Expr u = pb.field("u", {I, K}, DType::float64), v = pb.field("v", {I, K}, DType::float64);
-  Expr n = pb.scalar("n", DType::int32), levels = pb.scalar("nk", DType::int32);
-  pb.call("average", (a(I + 1) + a(I - 1)) * 0.5, {u}, {{I, 1, n - 1}, {K, 0, levels}});
-  pb.call("twice", a * 2.0, {v}, {{I, 0, n}, {K, 0, levels}});
-  const ir::Program p = pb.build();
+  const ir::Program p = testing_support::components_program();
   const std::int64_t ni = 37, nk = 9, components = 4;
   std::vector<double> aos(static_cast<std::size_t>(ni * components * nk));
   const auto at = [&](int c, std::int64_t i, std::int64_t k) -> double& {

@@ -32,6 +32,20 @@ inline ir::Program edge_mean_program() {
   return pb.build();
 }
 
+// u = (a(I + 1) + a(I - 1)) / 2 over [1, n - 1) and v = 2 a over [0, n), both x [0, nk): one
+// input and two outputs over [I, K], for views that interleave in one array (the components of
+// an array of structures).
+inline ir::Program components_program() {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  ProgramBuilder pb("components");
+  Expr a = pb.field("a", {I, K}, DType::float64);
+  Expr u = pb.field("u", {I, K}, DType::float64), v = pb.field("v", {I, K}, DType::float64);
+  Expr n = pb.scalar("n", DType::int32), levels = pb.scalar("nk", DType::int32);
+  pb.call("average", (a(I + 1) + a(I - 1)) * 0.5, {u}, {{I, 1, n - 1}, {K, 0, levels}});
+  pb.call("twice", a * 2.0, {v}, {{I, 0, n}, {K, 0, levels}});
+  return pb.build();
+}
+
 // Bitwise comparison of two fields of the same shape; reports the first differing element.
 inline ::testing::AssertionResult same_bits(const Field& a, const Field& b, const std::string& what) {
   if (a.bytes() != b.bytes()) return ::testing::AssertionFailure() << what << ": sizes differ";
