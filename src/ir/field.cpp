@@ -171,11 +171,12 @@ Field Field::view(void* data, std::vector<Dimension> dims, DType dtype, std::vec
   for (std::int64_t e : f.shape_) f.size_ *= e;  // fits: check_shape_and_origin
   // The span, from the first element to the end of the last, in bytes (span_bytes()).
   if (f.size_ > 0) {
-    std::int64_t last = 0, step = 0, bytes = 0;
+    std::int64_t last = 0, step = 0, count = 0, bytes = 0;
     bool fits = true;
     for (std::size_t a = 0; a < n && fits; ++a)
       fits = !__builtin_mul_overflow(f.shape_[a] - 1, f.strides_[a], &step) && !__builtin_add_overflow(last, step, &last);
-    if (!fits || __builtin_mul_overflow(last + 1, static_cast<std::int64_t>(size_of(f.dtype_)), &bytes))
+    if (!fits || __builtin_add_overflow(last, 1, &count) ||
+        __builtin_mul_overflow(count, static_cast<std::int64_t>(size_of(f.dtype_)), &bytes))
       throw ArgumentError(fmt::format("field view: the span of shape {} with strides {} (from the first element to the "
                                       "last) is more bytes than a 64-bit count", fmt::join(f.shape_, " x "),
                                       fmt::join(f.strides_, ", ")));

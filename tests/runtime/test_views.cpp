@@ -203,6 +203,9 @@ TEST(Views, GeometryBeyond64BitsIsRefusedWhenMade) {
   refused([&] { Field({I, K}, DType::float64, {huge, 1}); }, "bytes");
   // The span: 3 elements 2^62 apart.
   refused([&] { Field::view(mem.data(), {I, K}, DType::int32, {3, 1}, {huge, 1}); }, "span");
+  // The last element exactly 2^63 - 1 elements past the first: counting it overflowed (UBSan,
+  // found by the fuzz_c_api harness in its own copy of this arithmetic).
+  refused([&] { Field::view(mem.data(), {I, K}, DType::int32, {2, 1}, {INT64_MAX, 1}); }, "span");
   // The index end: origin + extent.
   refused([&] { Field::view(mem.data(), {I, K}, DType::float64, {2, 1}, {1, 1}, {INT64_MAX, 0}); }, "origin");
   refused([&] { Field::view(mem.data(), {I, K}, DType::float64, {2, 1}, {1, 1}, {INT64_MIN, 0}); }, "origin");
@@ -210,6 +213,7 @@ TEST(Views, GeometryBeyond64BitsIsRefusedWhenMade) {
   const std::int32_t entries[4] = {0, 1, 1, 0};
   refused([&] { NeighborTable::view("E2V", "Edge", "Vertex", 60, 20, 2, entries, huge, 60); }, "last entry");
   refused([&] { NeighborTable::view("E2V", "Edge", "Vertex", huge, 20, 4, entries, 1, huge); }, "last entry");
+  refused([&] { NeighborTable::view("E2V", "Edge", "Vertex", 2, 20, 1, entries, INT64_MAX, 1); }, "last entry");
   // Within 64 bits (stride 0 folds a large extent onto one element) is a view like any other.
   EXPECT_NO_THROW(Field::view(mem.data(), {I, K}, DType::float64, {big, 1}, {0, 0}));
   EXPECT_NO_THROW(Field::view(mem.data(), {I, K}, DType::float64, {2, 1}, {1, 1}, {INT64_MAX - 2, 0}));

@@ -145,7 +145,9 @@ std::optional<std::int64_t> span_elements(const std::vector<std::int64_t>& shape
     if (__builtin_mul_overflow(shape[d] - 1, strides[d], &step) || __builtin_add_overflow(last, step, &last))
       return std::nullopt;
   }
-  return last + 1;
+  std::int64_t count = 0;
+  if (__builtin_add_overflow(last, 1, &count)) return std::nullopt;  // the last element 2^63 - 1 past the first
+  return count;
 }
 
 std::int64_t extreme(FuzzedDataProvider& in) {
