@@ -104,7 +104,9 @@ class Field {
   // Bytes from data() to the end of the last element: bytes() for a dense field, more for a view
   // with padding, less with stride-0 dimensions. 0 for an empty field.
   std::size_t span_bytes() const;
-  // True if no two indices of the box share an element (what an output needs).
+  // True if no two indices of the box share an element (what an output needs). Exact, but false
+  // also where strides of no regular structure make the bounded search give up; no allocation for
+  // fields of at most FF_MAX_DIMS dimensions.
   bool elements_distinct() const;
   void* data() { return data_.get(); }
   const void* data() const { return data_.get(); }

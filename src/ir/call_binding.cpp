@@ -156,10 +156,18 @@ std::vector<ConcreteRange> evaluate_domain(const Domain& d, const std::map<std::
 }
 
 void check_output_elements_distinct(const Program& p, const std::string& output, const Field& f) {
-  if (!f.elements_distinct())
-    throw ArgumentError(fmt::format("program '{}': output '{}' ({}) has strides [{}] under which several indices "
-                                    "share an element; an output needs distinct elements", p.name, output,
-                                    f.describe(), fmt::join(f.strides(), ", ")));
+  switch (internal_overlap(f)) {
+    case Overlap::none: return;
+    case Overlap::shared:
+      throw ArgumentError(fmt::format("program '{}': output '{}' ({}) has strides [{}] under which several indices "
+                                      "share an element; an output needs distinct elements", p.name, output,
+                                      f.describe(), fmt::join(f.strides(), ", ")));
+    case Overlap::undecided:
+      throw ArgumentError(fmt::format("program '{}': output '{}' ({}) has strides [{}] too irregular to show that "
+                                      "no two indices share an element; an output needs distinct elements: pass one "
+                                      "whose strides each step over the faster axes' extent", p.name, output,
+                                      f.describe(), fmt::join(f.strides(), ", ")));
+  }
 }
 
 void check_outputs_distinct(const Program& p, const std::vector<Field*>& fields) {

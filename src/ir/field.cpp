@@ -10,6 +10,7 @@
 
 #include "fieldflow/abi.h"
 #include "fieldflow/errors.h"
+#include "ir/memory_overlap.h"
 
 namespace fieldflow {
 
@@ -170,17 +171,10 @@ Field Field::view(void* data, std::vector<Dimension> dims, DType dtype, std::vec
   f.size_ = 1;
   for (std::int64_t e : f.shape_) f.size_ *= e;  // fits: check_shape_and_origin
   // The span, from the first element to the end of the last, in bytes (span_bytes()).
-  if (f.size_ > 0) {
-    std::int64_t last = 0, step = 0, count = 0, bytes = 0;
-    bool fits = true;
-    for (std::size_t a = 0; a < n && fits; ++a)
-      fits = !__builtin_mul_overflow(f.shape_[a] - 1, f.strides_[a], &step) && !__builtin_add_overflow(last, step, &last);
-    if (!fits || __builtin_add_overflow(last, 1, &count) ||
-        __builtin_mul_overflow(count, static_cast<std::int64_t>(size_of(f.dtype_)), &bytes))
-      throw ArgumentError(fmt::format("field view: the span of shape {} with strides {} (from the first element to the "
-                                      "last) is more bytes than a 64-bit count", fmt::join(f.shape_, " x "),
-                                      fmt::join(f.strides_, ", ")));
-  }
+  if (!ir::checked_span_bytes(f.shape_, f.strides_, size_of(f.dtype_)))
+    throw ArgumentError(fmt::format("field view: the span of shape {} with strides {} (from the first element to the "
+                                    "last) is more bytes than a 64-bit count", fmt::join(f.shape_, " x "),
+                                    fmt::join(f.strides_, ", ")));
   check_origin_offset(f.origin_, f.strides_);
   // The layout a dense field with these strides would have: vertical_fastest unless a horizontal
   // dimension is the unit-stride one (informational; compiled programs check strides themselves).
@@ -210,27 +204,10 @@ void Field::set_view_data(void* data) {
 }
 
 std::size_t Field::span_bytes() const {
-  if (size_ == 0) return 0;
-  std::int64_t last = 0;
-  for (std::size_t a = 0; a < shape_.size(); ++a) last += (shape_[a] - 1) * strides_[a];
-  return static_cast<std::size_t>(last + 1) * size_of(dtype_);
+  return static_cast<std::size_t>(*ir::checked_span_bytes(shape_, strides_, size_of(dtype_)));  // fits: view()
 }
 
-bool Field::elements_distinct() const {
-  // A field without elements has no two indices to share one, whatever its strides.
-  if (size_ == 0) return true;
-  // Sorted by stride, each stride must step over the whole extent of the faster ones.
-  std::vector<std::size_t> axes;
-  for (std::size_t a = 0; a < shape_.size(); ++a)
-    if (shape_[a] > 1) axes.push_back(a);
-  std::sort(axes.begin(), axes.end(), [&](std::size_t x, std::size_t y) { return strides_[x] < strides_[y]; });
-  std::int64_t covered = 1;  // elements spanned by the faster axes
-  for (std::size_t a : axes) {
-    if (strides_[a] < covered) return false;
-    covered = strides_[a] * shape_[a];
-  }
-  return true;
-}
+bool Field::elements_distinct() const { return ir::internal_overlap(*this) == ir::Overlap::none; }
 
 void Field::refuse_host_access(const char* access) const {
   throw ArgumentError(fmt::format("field {}: {} reads or writes elements on the host, but the field is a view "

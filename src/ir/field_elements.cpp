@@ -57,23 +57,8 @@ std::size_t copy_box(Field& f, const std::int64_t* lo, const std::int64_t* hi, s
 namespace {
 
 // The elements fill their span exactly, each once (a dense field, in any axis order): one memcpy
-// moves them. The axes of more than one index, by stride, each stride the extent of the ones
-// before it; decided without allocating (a call's hot path).
-bool dense(const Field& f) {
-  const std::size_t rank = f.dims().size();
-  if (rank > FF_MAX_DIMS) return false;
-  std::size_t axes[FF_MAX_DIMS], n = 0;
-  for (std::size_t a = 0; a < rank; ++a)
-    if (f.shape()[a] > 1) axes[n++] = a;
-  for (std::size_t i = 1; i < n; ++i)  // insertion sort: at most FF_MAX_DIMS axes
-    for (std::size_t j = i; j > 0 && f.strides()[axes[j]] < f.strides()[axes[j - 1]]; --j) std::swap(axes[j], axes[j - 1]);
-  std::int64_t next = 1;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (f.strides()[axes[i]] != next) return false;
-    next *= f.shape()[axes[i]];
-  }
-  return true;
-}
+// moves them. For nested strides (every dense layout) deciding it allocates nothing.
+bool dense(const Field& f) { return f.span_bytes() == f.bytes() && f.elements_distinct(); }
 
 std::size_t whole_box(Field& f, std::byte* buffer, bool pack) {
   const std::size_t rank = f.dims().size();

@@ -101,36 +101,28 @@ Term* add_axes(const Field& f, Term* out) {
 
 Wide address(const Field& f) { return static_cast<Wide>(reinterpret_cast<std::uintptr_t>(f.data())); }
 
-}  // namespace
+// Room for the terms of an equation and its search's suffix sums: on the stack for fields of at
+// most FF_MAX_DIMS axes (compiled programs' fields; their checks allocate nothing), on the heap
+// for the reference's larger ones.
+class Scratch {
+ public:
+  explicit Scratch(std::size_t most_terms)
+      : more_terms_(most_terms > kFixed ? most_terms : 0), more_sums_(most_terms > kFixed ? 2 * (most_terms + 1) : 0) {}
+  Term* terms() { return more_terms_.empty() ? fixed_terms_ : more_terms_.data(); }
+  Wide* sums() { return more_sums_.empty() ? fixed_sums_ : more_sums_.data(); }
 
-bool spans_overlap(const Field& a, const Field& b) {
-  if (a.size() == 0 || b.size() == 0) return false;
-  const Wide pa = address(a), pb = address(b);
-  return pa < pb + static_cast<Wide>(b.span_bytes()) && pb < pa + static_cast<Wide>(a.span_bytes());
-}
+ private:
+  static constexpr std::size_t kFixed = 2 * FF_MAX_DIMS + 1;
+  Term fixed_terms_[kFixed];
+  Wide fixed_sums_[2 * (kFixed + 1)];
+  std::vector<Term> more_terms_;
+  std::vector<Wide> more_sums_;
+};
 
-Overlap element_overlap(const Field& a, const Field& b, std::uint64_t max_steps) {
-  if (!spans_overlap(a, b)) return Overlap::none;
-  // Compiled programs' fields have at most FF_MAX_DIMS axes: their terms fit on the stack; the
-  // reference's may have more.
-  const std::size_t most = a.shape().size() + b.shape().size() + 1;
-  constexpr std::size_t kFixed = 2 * FF_MAX_DIMS + 1;
-  Term fixed_terms[kFixed];
-  Wide fixed_sums[2 * (kFixed + 1)];
-  std::vector<Term> more_terms(most > kFixed ? most : 0);
-  std::vector<Wide> more_sums(most > kFixed ? 2 * (most + 1) : 0);
-  Term* terms = most > kFixed ? more_terms.data() : fixed_terms;
-  Wide* sums = most > kFixed ? more_sums.data() : fixed_sums;
-  // A byte of both: pa + sum(sa * x) + u = pb + sum(sb * y) + v, with u, v bytes inside an
-  // element. Every b index y (and v) becomes last - y, so that all steps are positive:
-  // sum(sa * x) + sum(sb * y') + u + v' = pb - pa + sum(sb * last_y) + (element bytes of b - 1).
-  Term* b_terms = add_axes(a, terms);
-  Term* end = add_axes(b, b_terms);
-  Wide target = address(b) - address(a) + static_cast<Wide>(size_of(b.dtype())) - 1;
-  for (const Term* t = b_terms; t != end; ++t) target += t->step * t->last;
-  *end++ = {1, static_cast<Wide>(size_of(a.dtype()) + size_of(b.dtype())) - 2};  // u + v'
-  // Terms of one step add up to one term ([0, m] + [0, n] = [0, m + n]): two views with the
-  // same strides leave one unknown per axis. Zero-length ones drop out.
+// Whether target = sum(step * x) over the terms [terms, end), each x in [0, last]. Terms of one
+// step add up to one term ([0, m] + [0, n] = [0, m + n]): two views with the same strides leave
+// one unknown per axis. Zero-length ones drop out.
+Overlap solve(Term* terms, Term* end, Wide target, Wide* sums, std::uint64_t max_steps) {
   std::sort(terms, end, [](const Term& x, const Term& y) { return x.step > y.step; });
   std::size_t n = 0;
   for (const Term* t = terms; t != end; ++t) {
@@ -143,6 +135,74 @@ Overlap element_overlap(const Field& a, const Field& b, std::uint64_t max_steps)
   Search search(terms, n, sums, sums + n + 1, max_steps);
   if (search.reachable(0, target)) return Overlap::shared;
   return search.gave_up() ? Overlap::undecided : Overlap::none;
+}
+
+}  // namespace
+
+std::optional<std::int64_t> checked_span_bytes(std::span<const std::int64_t> extents,
+                                               std::span<const std::int64_t> strides, std::size_t element_bytes) {
+  if (std::find(extents.begin(), extents.end(), 0) != extents.end()) return 0;
+  std::int64_t last = 0, step = 0, count = 0, bytes = 0;
+  for (std::size_t a = 0; a < extents.size(); ++a)
+    if (__builtin_mul_overflow(extents[a] - 1, strides[a], &step) || __builtin_add_overflow(last, step, &last))
+      return std::nullopt;
+  if (__builtin_add_overflow(last, 1, &count) ||
+      __builtin_mul_overflow(count, static_cast<std::int64_t>(element_bytes), &bytes))
+    return std::nullopt;
+  return bytes;
+}
+
+bool spans_overlap(const Field& a, const Field& b) {
+  if (a.size() == 0 || b.size() == 0) return false;
+  const Wide pa = address(a), pb = address(b);
+  return pa < pb + static_cast<Wide>(b.span_bytes()) && pb < pa + static_cast<Wide>(a.span_bytes());
+}
+
+Overlap element_overlap(const Field& a, const Field& b, std::uint64_t max_steps) {
+  if (!spans_overlap(a, b)) return Overlap::none;
+  Scratch scratch(a.shape().size() + b.shape().size() + 1);
+  // A byte of both: pa + sum(sa * x) + u = pb + sum(sb * y) + v, with u, v bytes inside an
+  // element. Every b index y (and v) becomes last - y, so that all steps are positive:
+  // sum(sa * x) + sum(sb * y') + u + v' = pb - pa + sum(sb * last_y) + (element bytes of b - 1).
+  Term* terms = scratch.terms();
+  Term* b_terms = add_axes(a, terms);
+  Term* end = add_axes(b, b_terms);
+  Wide target = address(b) - address(a) + static_cast<Wide>(size_of(b.dtype())) - 1;
+  for (const Term* t = b_terms; t != end; ++t) target += t->step * t->last;
+  *end++ = {1, static_cast<Wide>(size_of(a.dtype()) + size_of(b.dtype())) - 2};  // u + v'
+  return solve(terms, end, target, scratch.sums(), max_steps);
+}
+
+Overlap internal_overlap(const Field& f, std::uint64_t max_steps) {
+  if (f.size() == 0) return Overlap::none;  // no two indices to share an element
+  // Two indices x != y share an element when sum(s * d) = 0 for d = x - y, d_a in
+  // [-(n_a - 1), n_a - 1], d not all zero (elements of one field meet only where they coincide).
+  // An axis of two or more indices and stride 0 is such a d already.
+  for (std::size_t a = 0; a < f.shape().size(); ++a)
+    if (f.shape()[a] > 1 && f.strides()[a] == 0) return Overlap::shared;
+  const std::size_t rank = f.shape().size();
+  Scratch axes_scratch(rank), scratch(rank);
+  Term* axes = axes_scratch.terms();
+  Term* axes_end = add_axes(f, axes);
+  // By stride, largest first: d's first non-zero entry, at axis k, may be taken positive (else
+  // negate d), d_k = 1 + e_k with e_k in [0, n_k - 2], and each later d_j = e_j - (n_j - 1) with
+  // e_j in [0, 2 (n_j - 1)]: s_k e_k + sum(s_j e_j) = sum(s_j (n_j - 1)) - s_k. For nested strides
+  // (any dense or padded layout) the right side is negative for every k: no search at all.
+  std::sort(axes, axes_end, [](const Term& x, const Term& y) { return x.step > y.step; });
+  for (const Term* k = axes; k != axes_end; ++k) {
+    Term* terms = scratch.terms();
+    Term* end = terms;
+    Wide target = -k->step;
+    *end++ = {k->step, k->last - 1};
+    for (const Term* j = k + 1; j != axes_end; ++j) {
+      *end++ = {j->step, 2 * j->last};
+      target += j->step * j->last;
+    }
+    if (target < 0) continue;
+    const Overlap o = solve(terms, end, target, scratch.sums(), max_steps);
+    if (o != Overlap::none) return o;
+  }
+  return Overlap::none;
 }
 
 }  // namespace fieldflow::ir

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "fieldflow/errors.h"
+#include "ir/memory_overlap.h"
 
 namespace fieldflow {
 
@@ -26,16 +27,11 @@ NeighborTable NeighborTable::view(std::string name, std::string source, std::str
                                         "neighbour stride {}", name, source_stride, neighbor_stride));
   // Entry (i, n) is entries[i * source_stride + n * neighbor_stride], int64 arithmetic in the
   // checks and in generated code: the last entry's offset must not wrap.
-  if (n_source > 0) {
-    std::int64_t rows = 0, columns = 0, last = 0, count = 0, bytes = 0;
-    if (__builtin_mul_overflow(n_source - 1, source_stride, &rows) ||
-        __builtin_mul_overflow(static_cast<std::int64_t>(max_neighbors) - 1, neighbor_stride, &columns) ||
-        __builtin_add_overflow(rows, columns, &last) || __builtin_add_overflow(last, 1, &count) ||
-        __builtin_mul_overflow(count, static_cast<std::int64_t>(sizeof(std::int32_t)), &bytes))
-      throw ConnectivityError(fmt::format("table view '{}': the last entry of {} rows of stride {} and {} neighbours of "
+  const std::int64_t extents[] = {n_source, max_neighbors}, strides[] = {source_stride, neighbor_stride};
+  if (!ir::checked_span_bytes(extents, strides, sizeof(std::int32_t)))
+    throw ConnectivityError(fmt::format("table view '{}': the last entry of {} rows of stride {} and {} neighbours of "
                                           "stride {} lies more bytes from the first than a 64-bit count", name,
-                                          n_source, source_stride, max_neighbors, neighbor_stride));
-  }
+                                        n_source, source_stride, max_neighbors, neighbor_stride));
   if (!entries && n_source > 0)
     throw ConnectivityError(fmt::format("table view '{}': entries are null but the table has {} x {} of them", name,
                                         n_source, max_neighbors));

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 #include <cstddef>
+#include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <vector>
@@ -129,6 +131,71 @@ TEST(MemoryOverlap, ASearchThatGivesUpIsUndecided) {
   const Field odd = view_at(m, 8, DType::float64, {4, 5}, {10, 2});
   EXPECT_EQ(ir::element_overlap(even, odd, 0), ir::Overlap::undecided);
   EXPECT_EQ(ir::element_overlap(even, odd), ir::Overlap::none);
+}
+
+// Whether two indices of one view share an element: the same search against a count of the
+// distinct offsets, over random geometries of up to 4 axes whose strides need not be nested
+// (strides 0 to 12 in any order, extents 0 to 6). Such a view is a valid output when its
+// elements are distinct, as for a 3 x 3 box with strides 2 and 3.
+TEST(MemoryOverlap, InternalOverlapAgreesWithBruteForceOnRandomViews) {
+  std::mt19937_64 rng(20261207);
+  std::vector<std::byte> m(8 * 4096);
+  int distinct = 0, irregular = 0;
+  for (int c = 0; c < 100000; ++c) {
+    const std::size_t rank = 1 + rng() % 4;
+    std::vector<std::int64_t> shape(rank), strides(rank);
+    for (std::size_t a = 0; a < rank; ++a) {
+      shape[a] = static_cast<std::int64_t>(rng() % 7);
+      strides[a] = static_cast<std::int64_t>(rng() % 13);
+    }
+    const Field f = view_at(m, 0, DType::float64, shape, strides);
+    std::set<std::int64_t> offsets;
+    f.for_each_index([&](const std::vector<std::int64_t>& index) { offsets.insert(f.offset_of(index)); });
+    const bool expected = static_cast<std::int64_t>(offsets.size()) == f.size();
+    const ir::Overlap got = ir::internal_overlap(f);
+    ASSERT_NE(got, ir::Overlap::undecided) << fmt::format("shape [{}] strides [{}]", fmt::join(shape, ", "),
+                                                         fmt::join(strides, ", "));
+    ASSERT_EQ(got == ir::Overlap::none, expected)
+        << fmt::format("shape [{}] strides [{}]", fmt::join(shape, ", "), fmt::join(strides, ", "));
+    ASSERT_EQ(f.elements_distinct(), expected);
+    distinct += expected;
+    // Distinct elements under strides that are not nested: what a check of nested strides refused.
+    std::vector<std::int64_t> steps;
+    for (std::size_t a = 0; a < rank; ++a)
+      if (shape[a] > 1) steps.push_back(a);
+    std::sort(steps.begin(), steps.end(), [&](std::int64_t x, std::int64_t y) { return strides[x] < strides[y]; });
+    std::int64_t covered = 1;
+    bool nested = true;
+    for (std::int64_t a : steps) {
+      nested = nested && strides[a] >= covered;
+      covered = strides[a] * shape[a];
+    }
+    irregular += expected && !nested;
+  }
+  EXPECT_GT(distinct, 10000);
+  EXPECT_GT(irregular, 1000);
+  EXPECT_TRUE(view_at(m, 0, DType::float64, {3, 3}, {2, 3}).elements_distinct());
+  EXPECT_FALSE(view_at(m, 0, DType::float64, {4, 4}, {3, 2}).elements_distinct());  // (2, 0) and (0, 3)
+  EXPECT_EQ(ir::internal_overlap(view_at(m, 0, DType::float64, {3, 3}, {2, 3}), 0), ir::Overlap::undecided);
+}
+
+// A view's span, first element to the end of the last, in bytes; refused past int64.
+TEST(MemoryOverlap, SpanBytesAreCountedWithoutOverflow) {
+  using V = std::vector<std::int64_t>;
+  const auto span = [](V extents, V strides, std::size_t bytes) {
+    return ir::checked_span_bytes(extents, strides, bytes);
+  };
+  EXPECT_EQ(span({6, 4}, {4, 1}, 8), 6 * 4 * 8);
+  EXPECT_EQ(span({6, 4}, {5, 1}, 8), (5 * 5 + 3 + 1) * 8);  // padded rows: the last row's padding is not in it
+  EXPECT_EQ(span({6, 0}, {4, 1}, 8), 0);
+  EXPECT_EQ(span({6, 4}, {0, 0}, 4), 4);
+  EXPECT_EQ(span({}, {}, 8), 8);  // a scalar-like field of no axes: one element
+  const std::int64_t most = std::numeric_limits<std::int64_t>::max();
+  EXPECT_EQ(span({2}, {most - 1}, 1), most);                      // the largest count that fits
+  EXPECT_EQ(span({2}, {most}, 1), std::nullopt);                  // last + 1 passes int64
+  EXPECT_EQ(span({2}, {most / 8}, 8), std::nullopt);              // the bytes do
+  EXPECT_EQ(span({3}, {most / 2 + 1}, 1), std::nullopt);          // the last offset does
+  EXPECT_EQ(span({2, 2}, {most / 2 + 1, most / 2 + 1}, 1), std::nullopt);  // the sum of the axes does
 }
 
 // Saving and restoring a view's values moves its elements only: the bytes between them (here
