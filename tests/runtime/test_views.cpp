@@ -506,6 +506,70 @@ TEST(Views, ANewTableObjectAtAFreedTablesAddressIsCheckedAgain) {
   EXPECT_EQ(e, std::vector<double>(3, -1.0));
 }
 
+// Found by fuzz_call_binding: another table of the same shape, with the same sizes, is a new
+// mesh for everything derived from its entries. Binding skipped that derivation when the sizes
+// were unchanged and kept the last table's: the edges a vertex reaches through V2E (the boxes
+// where values on edges are computed, the rows of E2V a fixed-index shift reads). So a table
+// reaching an edge whose E2V[0] is missing was accepted. Each table must give the reference's
+// answer, error or values, whatever table came before. (Compiled code computes pe over the range
+// of edges reached, so it checks E2V over that whole range: a missing first vertex on an edge
+// inside the range that no vertex reaches is refused by it alone; not exercised here.)
+TEST(Views, AnotherTableOfTheSameShapeIsANewMesh) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 2), E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  ProgramBuilder pb("reach");
+  Expr pv = pb.field("pv", {Vertex}, DType::float64), out = pb.field("out", {Vertex}, DType::float64);
+  Expr nv = pb.scalar("nv", DType::int32);
+  const Expr pe = named("pe", pv(E2V[0]) * 2.0 + pv(E2V[1]));
+  pb.call("gather", neighbor_sum(pe(V2E), V2E), {out}, {{Vertex, 0, nv}});
+  const ir::Program p = pb.build();
+  // 4 vertices, 6 edges; edge 5 has no first vertex.
+  std::int32_t e2v[12] = {0, 1, 1, 2, 2, 3, 3, 0, 2, 1, -1, 0};
+  const NeighborTable e2v_table = NeighborTable::view("E2V", "Edge", "Vertex", 6, 4, 2, e2v, 2, 1);
+  std::vector<double> v = {1.5, -2.0, 4.0, 8.25};
+  Field fv = Field::view(v.data(), {Vertex}, DType::float64, {4}, {1});
+  // The vertices reach edges 0-3 (a ring); then vertex 0 reaches edge 5 instead of 1, or edge 4.
+  std::int32_t ring[8] = {0, 1, 1, 2, 2, 3, 3, 0}, to_missing[8] = {0, 5, 1, 2, 2, 3, 3, 0},
+               to_edge_4[8] = {0, 4, 1, 2, 2, 3, 3, 0};
+  for (int threads : {1, 2}) {
+    CompileOptions o;
+    o.num_threads = threads;
+    o.parallel_threshold = 0;
+    CompiledProgram program = compile(p, o);
+    for (std::int32_t* v2e : {ring, to_missing, to_edge_4, ring, to_edge_4, to_missing}) {
+      const NeighborTable v2e_table = NeighborTable::view("V2E", "Vertex", "Edge", 4, 6, 2, v2e, 2, 1);
+      const std::string what = fmt::format("{} threads, vertex 0 reaches edge {}", threads, v2e[1]);
+      std::vector<double> expected(4, -1.0), got(4, -1.0);
+      Field fexpected = Field::view(expected.data(), {Vertex}, DType::float64, {4}, {1});
+      Field fgot = Field::view(got.data(), {Vertex}, DType::float64, {4}, {1});
+      const auto args = [&](Field& result) {
+        Arguments a;
+        a.field("pv", fv).field("out", result).connectivity("V2E", v2e_table).connectivity("E2V", e2v_table).scalar("nv", 4);
+        return a;
+      };
+      const std::string reference_error = testing_support::error_of<DomainError>([&] { run_reference(p, args(fexpected)); });
+      const std::string compiled_error = testing_support::error_of<DomainError>([&] { program(args(fgot)); });
+      if (v2e == to_missing) {
+        EXPECT_NE(reference_error.find("missing neighbour"), std::string::npos) << what << ": " << reference_error;
+        EXPECT_NE(compiled_error.find("missing neighbour"), std::string::npos) << what << ": " << compiled_error;
+        EXPECT_EQ(got, std::vector<double>(4, -1.0)) << what << ": a refused call writes nothing";
+        continue;
+      }
+      EXPECT_EQ(reference_error, "no error") << what;
+      EXPECT_EQ(compiled_error, "no error") << what;
+      for (int x = 0; x < 4; ++x) {
+        double sum = 0.0;
+        for (int n = 0; n < 2; ++n) {
+          const std::int32_t edge = v2e[x * 2 + n];
+          sum += v[static_cast<std::size_t>(e2v[edge * 2])] * 2.0 + v[static_cast<std::size_t>(e2v[edge * 2 + 1])];
+        }
+        EXPECT_EQ(expected[static_cast<std::size_t>(x)], sum) << what << ": reference at vertex " << x;
+      }
+      EXPECT_EQ(got, expected) << what;
+    }
+  }
+}
+
 // A model swaps time levels: the same views pointed at other memory each step. Results follow
 // the memory, and the aliasing check still applies on this fast path.
 TEST(Views, SetViewDataFollowsTimeLevels) {
