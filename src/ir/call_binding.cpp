@@ -175,7 +175,7 @@ void check_outputs_distinct(const Program& p, const std::vector<Field*>& fields)
     for (const auto& out : st.outputs) check_output_elements_distinct(p, out, *fields[p.index_of(out)]);
 }
 
-void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields, bool host_outputs_by_span) {
+void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields) {
   for (const auto& st : p.stmts)
     for (const auto& out : st.outputs) {
       const int o = p.index_of(out);
@@ -184,14 +184,6 @@ void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& 
         if (static_cast<int>(i) == o || !fields[i]) continue;
         const Field& other = *fields[i];
         const std::string& name = p.params[i].name;
-        if (host_outputs_by_span && of.device() == Device::cpu && other.device() == Device::cpu &&
-            spans_overlap(of, other))
-          throw ArgumentError(fmt::format(
-              "program '{}': output '{}' ({}, strides [{}]) and argument '{}' ({}, strides [{}]) lie in one span of "
-              "memory; this backend copies a host output back over its whole span, from its first element to its "
-              "last, so no other field may lie there: pass device memory, or arrays that do not interleave",
-              p.name, out, of.describe(), fmt::join(of.strides(), ", "), name, other.describe(),
-              fmt::join(other.strides(), ", ")));
         switch (element_overlap(of, other)) {
           case Overlap::none: break;
           case Overlap::shared:

@@ -54,11 +54,8 @@ void check_outputs_distinct(const Program& p, const std::vector<Field*>& fields)
 // points in. ArgumentError naming both otherwise. A field updated in place is one in/out
 // parameter, not two parameters over one array. Elements count, not spans: views that
 // interleave without sharing an element (the components of an array of structures, even and odd
-// columns) may both be outputs (ir/memory_overlap.h). What a backend copies by span is stricter:
-// with `host_outputs_by_span`, a host output's span must meet no other host field's (the cuda
-// runner copies a host output back over its whole span).
-void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields,
-                                   bool host_outputs_by_span = false);
+// columns) may both be outputs (ir/memory_overlap.h).
+void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields);
 
 // What the reference executor checks before it evaluates anything: the binding, every output
 // covering its statements' domains, every output's elements distinct and its memory its own.

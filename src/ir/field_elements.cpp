@@ -9,39 +9,32 @@
 
 namespace fieldflow::ir {
 
-std::size_t copy_box(Field& f, const std::int64_t* lo, const std::int64_t* hi, std::byte* buffer, bool pack) {
-  const std::size_t rank = f.dims().size(), esize = size_of(f.dtype());
-  std::int64_t count = 1;
-  for (std::size_t a = 0; a < rank; ++a) count *= std::max<std::int64_t>(0, hi[a] - lo[a]);
-  if (count == 0) return 0;
-  // The innermost axis of the run: the unit-stride one if any, else the last.
+namespace {
+
+// Calls run(offset, count, step) for each run of the box [lo, hi) along its innermost axis (the
+// unit-stride one if any, else the last): `count` elements, the first `offset` bytes from f.data(),
+// `step` bytes apart; the runs in the field's own axis order, the last axis fastest.
+template <class Run>
+void for_each_run(const Field& f, const std::int64_t* lo, const std::int64_t* hi, Run run) {
+  const std::size_t rank = f.dims().size();
+  const auto esize = static_cast<std::int64_t>(size_of(f.dtype()));
+  for (std::size_t a = 0; a < rank; ++a)
+    if (hi[a] <= lo[a]) return;
   int inner = static_cast<int>(rank) - 1;
   for (std::size_t a = 0; a < rank; ++a)
     if (f.strides()[a] == 1 && hi[a] - lo[a] > 1) inner = static_cast<int>(a);
-  const bool contiguous = rank > 0 && f.strides()[inner] == 1;
-  const std::int64_t run = rank > 0 ? hi[inner] - lo[inner] : 1;
-  auto* base = static_cast<std::byte*>(f.data());
+  const std::int64_t count = rank > 0 ? hi[inner] - lo[inner] : 1;
+  const std::int64_t step = (rank > 0 ? f.strides()[inner] : 0) * esize;
   // Compiled programs' fields have at most FF_MAX_DIMS axes (no allocation on their hot paths);
   // the reference's may have more.
   std::int64_t fixed[FF_MAX_DIMS];
   std::vector<std::int64_t> more(rank > FF_MAX_DIMS ? rank : 0);
   std::int64_t* index = rank > FF_MAX_DIMS ? more.data() : fixed;
   for (std::size_t a = 0; a < rank; ++a) index[a] = lo[a];
-  std::byte* out = buffer;
   while (true) {
     std::int64_t offset = 0;
     for (std::size_t a = 0; a < rank; ++a) offset += (index[a] - f.origin()[a]) * f.strides()[a];
-    std::byte* at = base + offset * static_cast<std::int64_t>(esize);
-    if (contiguous) {
-      const std::size_t bytes = static_cast<std::size_t>(run) * esize;
-      if (pack) std::memcpy(out, at, bytes); else std::memcpy(at, out, bytes);
-      out += bytes;
-    } else {
-      const std::int64_t step = (rank > 0 ? f.strides()[inner] : 0) * static_cast<std::int64_t>(esize);
-      for (std::int64_t i = 0; i < run; ++i, out += esize) {
-        if (pack) std::memcpy(out, at + i * step, esize); else std::memcpy(at + i * step, out, esize);
-      }
-    }
+    run(offset * esize, count, step);
     // Next run: odometer over the other axes, the last one fastest.
     int a = static_cast<int>(rank) - 1;
     for (; a >= 0; --a) {
@@ -51,16 +44,42 @@ std::size_t copy_box(Field& f, const std::int64_t* lo, const std::int64_t* hi, s
     }
     if (a < 0) break;
   }
+}
+
+// Copies `count` elements of `esize` bytes, `step` bytes apart at `strided`, to or from
+// consecutive bytes at `packed`.
+void copy_run(std::byte* strided, std::byte* packed, std::int64_t count, std::int64_t step, std::size_t esize,
+              bool pack) {
+  if (step == static_cast<std::int64_t>(esize)) {
+    const std::size_t bytes = static_cast<std::size_t>(count) * esize;
+    if (pack) std::memcpy(packed, strided, bytes); else std::memcpy(strided, packed, bytes);
+    return;
+  }
+  for (std::int64_t i = 0; i < count; ++i, packed += esize) {
+    if (pack) std::memcpy(packed, strided + i * step, esize); else std::memcpy(strided + i * step, packed, esize);
+  }
+}
+
+}  // namespace
+
+std::size_t copy_box(Field& f, const std::int64_t* lo, const std::int64_t* hi, std::byte* buffer, bool pack) {
+  const std::size_t esize = size_of(f.dtype());
+  auto* base = static_cast<std::byte*>(f.data());
+  std::byte* out = buffer;
+  for_each_run(f, lo, hi, [&](std::int64_t offset, std::int64_t count, std::int64_t step) {
+    copy_run(base + offset, out, count, step, esize, pack);
+    out += static_cast<std::size_t>(count) * esize;
+  });
   return static_cast<std::size_t>(out - buffer);
 }
 
+bool elements_fill_span(const Field& f) { return f.span_bytes() == f.bytes() && f.elements_distinct(); }
+
 namespace {
 
-// The elements fill their span exactly, each once (a dense field, in any axis order): one memcpy
-// moves them. For nested strides (every dense layout) deciding it allocates nothing.
-bool dense(const Field& f) { return f.span_bytes() == f.bytes() && f.elements_distinct(); }
-
-std::size_t whole_box(Field& f, std::byte* buffer, bool pack) {
+// for_each_run over the whole box.
+template <class Run>
+void for_each_run(const Field& f, Run run) {
   const std::size_t rank = f.dims().size();
   std::int64_t fixed[2 * FF_MAX_DIMS];
   std::vector<std::int64_t> more(rank > FF_MAX_DIMS ? 2 * rank : 0);
@@ -70,25 +89,43 @@ std::size_t whole_box(Field& f, std::byte* buffer, bool pack) {
     lo[a] = f.origin()[a];
     hi[a] = f.origin()[a] + f.shape()[a];
   }
-  return copy_box(f, lo, hi, buffer, pack);
+  for_each_run(f, lo, hi, run);
+}
+
+void pack_or_unpack(const Field& f, std::byte* packed, bool pack) {
+  if (f.size() == 0) return;
+  auto* base = static_cast<std::byte*>(const_cast<void*>(f.data()));  // written only to unpack
+  if (elements_fill_span(f)) {
+    if (pack) std::memcpy(packed, base, f.bytes()); else std::memcpy(base, packed, f.bytes());
+    return;
+  }
+  const std::size_t esize = size_of(f.dtype());
+  for_each_run(f, [&](std::int64_t offset, std::int64_t count, std::int64_t step) {
+    copy_run(base + offset, packed, count, step, esize, pack);
+    packed += static_cast<std::size_t>(count) * esize;
+  });
 }
 
 }  // namespace
 
-void pack_elements(const Field& f, std::byte* out) {
-  if (f.size() == 0) return;
-  if (dense(f))
-    std::memcpy(out, f.data(), f.bytes());
-  else
-    whole_box(const_cast<Field&>(f), out, true);  // packing only reads the field
-}
+void pack_elements(const Field& f, std::byte* out) { pack_or_unpack(f, out, true); }
 
-void unpack_elements(Field& f, const std::byte* in) {
+void unpack_elements(Field& f, const std::byte* in) { pack_or_unpack(f, const_cast<std::byte*>(in), false); }
+
+void copy_elements(const Field& f, const std::byte* from, std::byte* to) {
   if (f.size() == 0) return;
-  if (dense(f))
-    std::memcpy(f.data(), in, f.bytes());
-  else
-    whole_box(f, const_cast<std::byte*>(in), false);  // unpacking only reads the buffer
+  if (elements_fill_span(f)) {
+    std::memcpy(to, from, f.span_bytes());
+    return;
+  }
+  const std::size_t esize = size_of(f.dtype());
+  for_each_run(f, [&](std::int64_t offset, std::int64_t count, std::int64_t step) {
+    if (step == static_cast<std::int64_t>(esize)) {
+      std::memcpy(to + offset, from + offset, static_cast<std::size_t>(count) * esize);
+      return;
+    }
+    for (std::int64_t i = 0, at = offset; i < count; ++i, at += step) std::memcpy(to + at, from + at, esize);
+  });
 }
 
 }  // namespace fieldflow::ir

@@ -14,9 +14,18 @@ namespace fieldflow::ir {
 // runs along a unit-stride axis move with one memcpy each. Returns the bytes copied.
 std::size_t copy_box(Field& f, const std::int64_t* lo, const std::int64_t* hi, std::byte* buffer, bool pack);
 
+// Whether the elements fill their span exactly, each once (a dense field, in any axis order): then
+// one memcpy moves them. Decided without allocating for nested strides (every dense layout).
+bool elements_fill_span(const Field& f);
+
 // The whole box: exactly f.bytes() bytes, in an order of their own (a dense field's memory order,
 // one memcpy), the same for both. For saving a field's values and restoring them.
 void pack_elements(const Field& f, std::byte* out);
 void unpack_elements(Field& f, const std::byte* in);
+
+// Copies f's elements from one span laid out as f's (f.span_bytes() bytes at `from`, element
+// offsets as from f.data()) to the same offsets of another at `to`; f's own memory is not touched.
+// What lands a host output from its device copy, element by element.
+void copy_elements(const Field& f, const std::byte* from, std::byte* to);
 
 }  // namespace fieldflow::ir

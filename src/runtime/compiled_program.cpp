@@ -14,6 +14,7 @@
 #include "fieldflow/mesh.h"
 #include "fieldflow/reference.h"
 #include "ir/field_elements.h"
+#include "ir/memory_overlap.h"
 #include "ir/memory_packing.h"
 
 namespace fieldflow {
@@ -66,11 +67,10 @@ void add_location_sizes(const ir::Program& p, const std::vector<const NeighborTa
 // Generated code assumes outputs do not alias other fields (restrict pointers) nor themselves.
 // Whether an output's own elements are distinct depends on its shape and strides only: checked
 // when they were bound (`strides_changed`), not when only the memory moved. The checks are the
-// reference's (ir/call_binding.h); a device runner copies host outputs back by their spans.
-void check_output_aliasing(const ir::Program& p, const std::vector<Field*>& fields, bool strides_changed,
-                           bool host_outputs_by_span) {
+// reference's (ir/call_binding.h).
+void check_output_aliasing(const ir::Program& p, const std::vector<Field*>& fields, bool strides_changed) {
   if (strides_changed) ir::check_outputs_distinct(p, fields);
-  ir::check_outputs_share_no_memory(p, fields, host_outputs_by_span);
+  ir::check_outputs_share_no_memory(p, fields);
 }
 
 ff_buffer describe_field(const Field& f, const std::vector<Dimension>& canonical) {
@@ -184,7 +184,7 @@ CompiledProgram::Impl::Change CompiledProgram::Impl::what_changed(const Argument
 
 void CompiledProgram::Impl::rebind_field_data() {
   const ir::Program& p = image.program;
-  check_output_aliasing(p, binding.bound.fields, false, image.device != nullptr);
+  check_output_aliasing(p, binding.bound.fields, false);
   for (std::size_t i = 0; i < p.params.size(); ++i)
     if (const Field* f = binding.bound.fields[i]; f && f->data() != binding.data[i]) {
       binding.data[i] = f->data();
@@ -205,11 +205,13 @@ void CompiledProgram::Impl::describe_argument_spans() {
       const bool on_device = f->device() != Device::cpu;
       const bool checked = std::find(checked_outputs.begin(), checked_outputs.end(), f) != checked_outputs.end();
       field_spans[i] = {f->data(), f->span_bytes(), output[i], on_device, on_device && checked};
+      if (output[i] && !on_device && !ir::elements_fill_span(*f)) field_spans[i].scattered = f;
     }
     if (const NeighborTable* t = binding.bound.tables[i]; t && t->n_source > 0 && t->max_neighbors > 0) {
-      // Owned or a view: the entries from the first to the last one the strides reach.
-      const std::int64_t last = (t->n_source - 1) * t->source_stride() + (t->max_neighbors - 1) * t->neighbor_stride();
-      table_spans[i] = {t->entries(), static_cast<std::size_t>(last + 1) * sizeof(std::int32_t)};
+      // Owned or a view: the entries from the first to the last one the strides reach (a count
+      // NeighborTable::view checked).
+      const std::int64_t extents[] = {t->n_source, t->max_neighbors}, strides[] = {t->source_stride(), t->neighbor_stride()};
+      table_spans[i] = {t->entries(), static_cast<std::size_t>(*ir::checked_span_bytes(extents, strides, sizeof(std::int32_t)))};
       table_spans[i].identity = t->identity();
     }
   }
@@ -234,7 +236,7 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
                                     "Layout::any)", p.name, to_string(layout), p.params[i].name,
                                     unit.name, f->strides()[axis], to_string(layout)));
   }
-  check_output_aliasing(p, bound.fields, true, image.device != nullptr);
+  check_output_aliasing(p, bound.fields, true);
   binding.names.clear();
   binding.param_of_entry.clear();
   binding.data.assign(n, nullptr);

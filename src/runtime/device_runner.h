@@ -13,6 +13,10 @@
 
 #include "fieldflow/abi.h"
 
+namespace fieldflow {
+class Field;
+}
+
 namespace fieldflow::runtime {
 
 // The memory behind one field buffer (ff_call::buffers[i], i < number of parameters) or table.
@@ -27,6 +31,11 @@ struct ArgumentSpan {
   // offsets): saved before the launches and restored when a check fails, so a failed call
   // changes no argument.
   bool save_before = false;
+  // A host output whose elements do not fill its span (a padded view, one of several views that
+  // interleave in one array): its device copy comes back to a host buffer, then element by element
+  // (ir::copy_elements), so the bytes between its elements, which may be another field's, are
+  // never written. The call's field, whose geometry that copy follows.
+  const Field* scattered = nullptr;
   // Tables: NeighborTable::identity(), so a device copy is made again for another table object
   // even at the same address.
   std::uint64_t identity = 0;

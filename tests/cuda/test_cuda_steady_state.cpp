@@ -93,5 +93,41 @@ TEST_F(CudaSteadyState, AProgramThatChecksReadsInTheKernelAllocatesNothing) {
   emulator.remove_device(off.data());
 }
 
+// Host outputs that interleave in one array come back element by element through a host buffer
+// of the runner's: sized by the first call, reused by the next ones.
+TEST_F(CudaSteadyState, InterleavedHostOutputsAllocateNothing) {
+  Emulator emulator;
+  EmulatedDeviceMemory memory(emulator);
+  CompileOptions options;
+  options.memory.mode = TransientMemoryMode::persistent;
+  testing_support::EmulatedProgram p =
+      testing_support::compile_with_emulated_runtime(emulator, testing_support::components_program(), options);
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  const std::int64_t ni = 70, nk = 5, components = 3;
+  std::vector<double> aos(static_cast<std::size_t>(ni * components * nk), -1.0);
+  const auto at = [&](int c, std::int64_t i, std::int64_t k) -> double& {
+    return aos[static_cast<std::size_t>((k * components + c) * ni + i)];  // I fastest, as cuda's default layout
+  };
+  for (std::int64_t i = 0; i < ni; ++i)
+    for (std::int64_t k = 0; k < nk; ++k) at(0, i, k) = static_cast<double>(i % 9) - 0.25 * static_cast<double>(k);
+  const auto component = [&](int c) {
+    return Field::view(aos.data() + c * ni, {I, K}, DType::float64, {ni, nk}, {1, components * ni});
+  };
+  Field fa = component(0), fu = component(1), fv = component(2);
+  Arguments args;
+  args.field("a", fa).field("u", fu).field("v", fv).scalar("n", ni).scalar("nk", nk);
+  emulator.record = false;
+  for (int warm = 0; warm < 3; ++warm) (*p.program)(args);
+  const long before = testing_support::heap_allocations();
+  for (int call = 0; call < 10; ++call) (*p.program)(args);
+  EXPECT_EQ(testing_support::heap_allocations() - before, 0);
+  for (std::int64_t i = 0; i < ni; ++i)
+    for (std::int64_t k = 0; k < nk; ++k) {
+      const double u = i == 0 || i == ni - 1 ? -1.0 : (at(0, i + 1, k) + at(0, i - 1, k)) * 0.5;
+      ASSERT_EQ(at(1, i, k), u) << "u at " << i << ", " << k;
+      ASSERT_EQ(at(2, i, k), 2.0 * at(0, i, k)) << "v at " << i << ", " << k;
+    }
+}
+
 }  // namespace
 }  // namespace fieldflow

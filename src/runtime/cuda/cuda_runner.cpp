@@ -10,6 +10,7 @@
 
 #include "fieldflow/device_errors.h"
 #include "fieldflow/errors.h"
+#include "ir/field_elements.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/memory_route.h"
 
@@ -242,19 +243,30 @@ class CudaRunner final : public DeviceRunner {
       check(api_.stream_synchronize(stream), "cudaStreamSynchronize", p);
     }
     last_error_ = error;
-    bool copied = false;
+    bool copied = false, staged = false;
+    host_staging_.resize(fields.size());
     for (std::size_t i = 0; i < fields.size(); ++i) {
       const ArgumentSpan& f = fields[i];
       if (!f.output || !f.data || f.bytes == 0) continue;
       if (error && f.on_device && f.save_before) {
         copy(const_cast<void*>(f.data), saved_outputs_[i].pointer, f.bytes, stream);  // the call is undone
         copied = true;
+      } else if (!error && !f.on_device && f.scattered) {
+        // Grows to the largest span seen, then stays: a steady-state call allocates nothing.
+        if (host_staging_[i].size() < f.bytes) host_staging_[i].resize(f.bytes);
+        copy(host_staging_[i].data(), field_copies_[i].pointer, f.bytes, stream);
+        copied = staged = true;
       } else if (!error && !f.on_device) {
         copy(const_cast<void*>(f.data), field_copies_[i].pointer, f.bytes, stream);
         copied = true;
       }
     }
     if (copied || !can_fail_) check(api_.stream_synchronize(stream), "cudaStreamSynchronize", p);
+    for (std::size_t i = 0; staged && i < fields.size(); ++i) {
+      const ArgumentSpan& f = fields[i];
+      if (f.output && f.data && f.bytes > 0 && !f.on_device && f.scattered)
+        ir::copy_elements(*f.scattered, host_staging_[i].data(), static_cast<std::byte*>(const_cast<void*>(f.data)));
+    }
     return error;
   }
 
@@ -366,6 +378,7 @@ class CudaRunner final : public DeviceRunner {
   bool owns_stream_ = false;
   void* checked_call_stream_ = nullptr;  // the last per-call stream found to be of this device
   std::vector<DeviceBlock> field_copies_, saved_outputs_, table_copies_;
+  std::vector<std::vector<std::byte>> host_staging_;  // per field: a scattered host output's span, from the device
   DeviceBlock error_flag_;            // kernels that check reads: where they report (ff_error)
   static constexpr std::int32_t no_error_ = 0;
   std::vector<ff_buffer> staged_buffers_;
