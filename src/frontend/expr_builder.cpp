@@ -104,16 +104,13 @@ void require_same_dtype(const Expr& a, const Expr& b, std::string_view what) {
                                  what, to_string(a.type().dtype), to_string(b.type().dtype)));
 }
 
-// A tuple with a tuple among its elements. Only make_tuple nodes have such types: every other
-// construct applies elementwise to nested tuples (below), so passes and backends see flat tuples.
-// `where`, `concat_where`, `astype` and labels apply elementwise to flat tuples too: the only
-// tuple values in the IR are make_tuple and tuple scans, so an element of any other tuple is
-// its own expression, and an element nothing reads is not in the program at all (the passes
-// find what a kernel computes by walking what it reads; an unread element holding a scan was
-// never split off into its own kernel: fuzzer seed 186, docs/reliability.md class 26).
-bool is_nested(const Type& t) {
-  return std::any_of(t.elements.begin(), t.elements.end(), [](const Type& e) { return e.is_tuple(); });
-}
+// Only make_tuple nodes have tuples among their elements: every other construct applies
+// elementwise to nested tuples (below), so passes and backends see flat tuples. `where`,
+// `concat_where`, `astype` and labels apply elementwise to flat tuples too: the only tuple values
+// in the IR are make_tuple and tuple scans, so an element of any other tuple is its own
+// expression, and an element nothing reads is not in the program at all (the passes find what a
+// kernel computes by walking what it reads; an unread element holding a scan was never split off
+// into its own kernel: fuzzer seed 186, docs/reliability.md class 26).
 
 // f over the matching elements of two tuples of the same structure (f recurses into nested ones).
 Expr elementwise(const Expr& a, const Expr& b, std::string_view what,
