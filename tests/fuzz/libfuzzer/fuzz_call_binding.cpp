@@ -3,7 +3,7 @@
 // Each input picks one built-in example (Cartesian with halos and transients, a vertical scan,
 // unstructured with connectivities and skip values), a compiled instance of it (vertical_fastest
 // or Layout::any) and valid arguments at small sizes, then mutates them: field views with other
-// shapes, origins, strides (any order, padding, stride 0), dtypes or dimensions; scalars with other
+// shapes, origins, strides (any order, padding, stride 0, irregular), dtypes or dimensions; scalars with other
 // values or dtypes; neighbour tables with out-of-range entries, skip values, wrong widths or
 // lengths, strided views; missing and unknown arguments. The compiled call must either reject
 // the call like the reference executor (each with a typed error; a LayoutError only where the
@@ -135,6 +135,10 @@ class Mutator {
       strides[d] = zero ? 0 : step;
       if (!zero) step *= std::max<std::int64_t>(1, shape[d] + in_.ConsumeIntegralInRange<std::int64_t>(0, 2));
     }
+    // Sometimes strides of no nested structure (1 to 12 in any order): distinct elements or not,
+    // such a view may be an output only where no two of its indices meet (ir::internal_overlap).
+    if (in_.ConsumeIntegralInRange(0, 7) == 0)
+      for (std::int64_t& s : strides) s = in_.ConsumeIntegralInRange<std::int64_t>(1, 12);
     for (std::size_t d = 0; d < dims.size(); ++d) last += strides[d] * std::max<std::int64_t>(0, shape[d] - 1);
     const std::size_t element = ff::size_of(dtype);
     auto view = std::make_unique<GuardedView>();
