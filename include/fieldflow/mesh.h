@@ -103,6 +103,8 @@ struct NeighborTable {
     return entries()[i * source_stride() + static_cast<std::int64_t>(n) * neighbor_stride()];
   }
   bool has_skip_values() const;  // any entry == -1
+  // Bytes from entries() to the end of the last entry the strides reach; 0 without entries.
+  std::size_t span_bytes() const;
 
   // Which table object this is, unique in the process (also against freed ones). A compiled
   // program checks a table's entries, and a cuda program copies them to the device, when a call

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,18 @@ std::uint64_t detail::TableIdentity::next() {
   return ++counter;
 }
 
+namespace {
+
+// Entry (i, n) is entries[i * source_stride + n * neighbor_stride], int64 arithmetic in the
+// checks and in generated code: the last entry's offset must not wrap (nullopt where it would).
+std::optional<std::int64_t> table_span_bytes(std::int64_t n_source, int max_neighbors, std::int64_t source_stride,
+                                             std::int64_t neighbor_stride) {
+  const std::int64_t extents[] = {n_source, max_neighbors}, strides[] = {source_stride, neighbor_stride};
+  return ir::checked_span_bytes(extents, strides, sizeof(std::int32_t));
+}
+
+}  // namespace
+
 NeighborTable NeighborTable::view(std::string name, std::string source, std::string target, std::int64_t n_source,
                                   std::int64_t n_target, int max_neighbors, const std::int32_t* entries,
                                   std::int64_t source_stride, std::int64_t neighbor_stride) {
@@ -25,12 +38,9 @@ NeighborTable NeighborTable::view(std::string name, std::string source, std::str
   if (source_stride < 0 || neighbor_stride < 0)
     throw ConnectivityError(fmt::format("table view '{}': strides must be >= 0 entries, given source stride {} and "
                                         "neighbour stride {}", name, source_stride, neighbor_stride));
-  // Entry (i, n) is entries[i * source_stride + n * neighbor_stride], int64 arithmetic in the
-  // checks and in generated code: the last entry's offset must not wrap.
-  const std::int64_t extents[] = {n_source, max_neighbors}, strides[] = {source_stride, neighbor_stride};
-  if (!ir::checked_span_bytes(extents, strides, sizeof(std::int32_t)))
+  if (!table_span_bytes(n_source, max_neighbors, source_stride, neighbor_stride))
     throw ConnectivityError(fmt::format("table view '{}': the last entry of {} rows of stride {} and {} neighbours of "
-                                          "stride {} lies more bytes from the first than a 64-bit count", name,
+                                        "stride {} lies more bytes from the first than a 64-bit count", name,
                                         n_source, source_stride, max_neighbors, neighbor_stride));
   if (!entries && n_source > 0)
     throw ConnectivityError(fmt::format("table view '{}': entries are null but the table has {} x {} of them", name,
@@ -58,6 +68,12 @@ bool NeighborTable::has_skip_values() const {
     for (int n = 0; n < max_neighbors; ++n)
       if ((*this)(i, n) == -1) return true;
   return false;
+}
+
+std::size_t NeighborTable::span_bytes() const {
+  // A view's count was checked when it was made, an owned table's entries are in memory.
+  if (n_source <= 0 || max_neighbors <= 0) return 0;
+  return static_cast<std::size_t>(*table_span_bytes(n_source, max_neighbors, source_stride(), neighbor_stride()));
 }
 
 const NeighborTable& Mesh::table(const std::string& table_name) const {

@@ -14,7 +14,6 @@
 #include "fieldflow/mesh.h"
 #include "fieldflow/reference.h"
 #include "ir/field_elements.h"
-#include "ir/memory_overlap.h"
 #include "ir/memory_packing.h"
 
 namespace fieldflow {
@@ -207,11 +206,8 @@ void CompiledProgram::Impl::describe_argument_spans() {
       field_spans[i] = {f->data(), f->span_bytes(), output[i], on_device, on_device && checked};
       if (output[i] && !on_device && !ir::elements_fill_span(*f)) field_spans[i].scattered = f;
     }
-    if (const NeighborTable* t = binding.bound.tables[i]; t && t->n_source > 0 && t->max_neighbors > 0) {
-      // Owned or a view: the entries from the first to the last one the strides reach (a count
-      // NeighborTable::view checked).
-      const std::int64_t extents[] = {t->n_source, t->max_neighbors}, strides[] = {t->source_stride(), t->neighbor_stride()};
-      table_spans[i] = {t->entries(), static_cast<std::size_t>(*ir::checked_span_bytes(extents, strides, sizeof(std::int32_t)))};
+    if (const NeighborTable* t = binding.bound.tables[i]; t && t->span_bytes() > 0) {
+      table_spans[i] = {t->entries(), t->span_bytes()};  // owned or a view: first entry to last
       table_spans[i].identity = t->identity();
     }
   }

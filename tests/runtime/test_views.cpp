@@ -460,6 +460,18 @@ TEST(Views, TableViewsInFortranOrderAndOutOfRangeEntries) {
   }
 }
 
+// What a cuda program copies of a table: from its first entry to the last one its strides reach.
+TEST(Views, ATablesSpanRunsFromItsFirstEntryToItsLast) {
+  std::int32_t entries[16] = {};
+  EXPECT_EQ(NeighborTable::view("E2V", "Edge", "Vertex", 3, 3, 2, entries, 2, 1).span_bytes(), 6u * 4);  // C order
+  EXPECT_EQ(NeighborTable::view("E2V", "Edge", "Vertex", 3, 3, 2, entries, 1, 3).span_bytes(), 6u * 4);  // Fortran
+  EXPECT_EQ(NeighborTable::view("E2V", "Edge", "Vertex", 3, 3, 2, entries, 5, 1).span_bytes(), 12u * 4);  // padded rows
+  EXPECT_EQ(NeighborTable::view("E2V", "Edge", "Vertex", 0, 3, 2, entries, 2, 1).span_bytes(), 0u);
+  const Mesh mesh = make_torus_mesh(3, 3);
+  const NeighborTable& owned = mesh.table("E2V");
+  EXPECT_EQ(owned.span_bytes(), static_cast<std::size_t>(owned.n_source * owned.max_neighbors) * 4);
+}
+
 // Found by fuzz_c_api (finding 13): a table may declare far more targets than it reaches (a view
 // of 3 edges declaring 2^40 or 2^63 - 1 vertices). Binding sized a mark per declared target to
 // find the vertices the reads reach: an allocation of that many bytes, which failed (aborting
