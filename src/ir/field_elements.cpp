@@ -46,18 +46,26 @@ void for_each_run(const Field& f, const std::int64_t* lo, const std::int64_t* hi
   }
 }
 
-// Copies `count` elements of `esize` bytes, `step` bytes apart at `strided`, to or from
-// consecutive bytes at `packed`.
-void copy_run(std::byte* strided, std::byte* packed, std::int64_t count, std::int64_t step, std::size_t esize,
-              bool pack) {
-  if (step == static_cast<std::int64_t>(esize)) {
-    const std::size_t bytes = static_cast<std::size_t>(count) * esize;
-    if (pack) std::memcpy(packed, strided, bytes); else std::memcpy(strided, packed, bytes);
+// Copies `count` elements of `esize` bytes from `from`, `from_step` bytes apart, to `to`,
+// `to_step` bytes apart: one memcpy where both are consecutive.
+void copy_run(std::byte* to, std::int64_t to_step, const std::byte* from, std::int64_t from_step, std::int64_t count,
+              std::size_t esize) {
+  const auto e = static_cast<std::int64_t>(esize);
+  if (to_step == e && from_step == e) {
+    std::memcpy(to, from, static_cast<std::size_t>(count) * esize);
     return;
   }
-  for (std::int64_t i = 0; i < count; ++i, packed += esize) {
-    if (pack) std::memcpy(packed, strided + i * step, esize); else std::memcpy(strided + i * step, packed, esize);
-  }
+  for (std::int64_t i = 0; i < count; ++i) std::memcpy(to + i * to_step, from + i * from_step, esize);
+}
+
+// A run of a field (`step` bytes apart at `strided`) to or from consecutive bytes at `packed`.
+void pack_run(std::byte* strided, std::int64_t step, std::byte* packed, std::int64_t count, std::size_t esize,
+              bool pack) {
+  const auto e = static_cast<std::int64_t>(esize);
+  if (pack)
+    copy_run(packed, e, strided, step, count, esize);
+  else
+    copy_run(strided, step, packed, e, count, esize);
 }
 
 }  // namespace
@@ -67,7 +75,7 @@ std::size_t copy_box(Field& f, const std::int64_t* lo, const std::int64_t* hi, s
   auto* base = static_cast<std::byte*>(f.data());
   std::byte* out = buffer;
   for_each_run(f, lo, hi, [&](std::int64_t offset, std::int64_t count, std::int64_t step) {
-    copy_run(base + offset, out, count, step, esize, pack);
+    pack_run(base + offset, step, out, count, esize, pack);
     out += static_cast<std::size_t>(count) * esize;
   });
   return static_cast<std::size_t>(out - buffer);
@@ -101,7 +109,7 @@ void pack_or_unpack(const Field& f, std::byte* packed, bool pack) {
   }
   const std::size_t esize = size_of(f.dtype());
   for_each_run(f, [&](std::int64_t offset, std::int64_t count, std::int64_t step) {
-    copy_run(base + offset, packed, count, step, esize, pack);
+    pack_run(base + offset, step, packed, count, esize, pack);
     packed += static_cast<std::size_t>(count) * esize;
   });
 }
@@ -120,11 +128,7 @@ void copy_elements(const Field& f, const std::byte* from, std::byte* to) {
   }
   const std::size_t esize = size_of(f.dtype());
   for_each_run(f, [&](std::int64_t offset, std::int64_t count, std::int64_t step) {
-    if (step == static_cast<std::int64_t>(esize)) {
-      std::memcpy(to + offset, from + offset, static_cast<std::size_t>(count) * esize);
-      return;
-    }
-    for (std::int64_t i = 0, at = offset; i < count; ++i, at += step) std::memcpy(to + at, from + at, esize);
+    copy_run(to + offset, step, from + offset, step, count, esize);
   });
 }
 

@@ -262,11 +262,9 @@ class CudaRunner final : public DeviceRunner {
       }
     }
     if (copied || !can_fail_) check(api_.stream_synchronize(stream), "cudaStreamSynchronize", p);
-    for (std::size_t i = 0; staged && i < fields.size(); ++i) {
-      const ArgumentSpan& f = fields[i];
-      if (f.output && f.data && f.bytes > 0 && !f.on_device && f.scattered)
+    for (std::size_t i = 0; staged && i < fields.size(); ++i)
+      if (const ArgumentSpan& f = fields[i]; f.scattered && f.data && f.bytes > 0)  // a host output, staged above
         ir::copy_elements(*f.scattered, host_staging_[i].data(), static_cast<std::byte*>(const_cast<void*>(f.data)));
-    }
     return error;
   }
 
