@@ -194,9 +194,9 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
       } else if (path && resolve) {
         // Rows reached through other tables: the rows those tables give (found by fuzz_call_binding:
         // an E2V longer than the edges V2E names, its extra rows -1, was refused, while the
-        // reference reads only the rows it reaches). A bounding range of them.
+        // reference reads only the rows it reaches). A bounding range of them, and the path.
         if (const auto range = resolve(*path))
-          out.table_rows.push_back({fs.connectivity, k, range->first, range->second, slot_lo, slot_hi});
+          out.table_rows.push_back({fs.connectivity, k, range->first, range->second, slot_lo, slot_hi, *path});
       } else {
         out.table_rows.push_back({fs.connectivity, k, 0, -1, slot_lo, slot_hi});
       }

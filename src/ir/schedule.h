@@ -164,8 +164,11 @@ struct ConcreteExtents {
   struct TableRows {
     std::string connectivity;
     int kernel;
-    std::int64_t lo, hi;            // rows read; hi < 0: every row
+    std::int64_t lo, hi;            // rows read (a bounding range); hi < 0: every row
     std::int64_t slot_lo, slot_hi;  // neighbour slots read in those rows
+    // Rows reached through other tables: the path that reaches them, so a check can visit exactly
+    // those rows (a row inside [lo, hi) that no path reaches is not read).
+    std::optional<TablePath> path;
   };
   std::vector<TableRows> table_rows;     // rows read by fixed-index neighbour shifts
 };

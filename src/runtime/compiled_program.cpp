@@ -274,14 +274,13 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
 
 namespace {
 
-// The bounding range [lo, hi) of the indices a table-indexed read reaches, walking the bound
-// tables from its rows; empty when it reaches none (no rows, or every path meets a missing
-// neighbour, which reductions skip and fixed-index shifts reject elsewhere). What a hop reaches
-// is collected from the entries it reads (sorted, each once), not marked per declared target: a
-// table may declare far more targets than exist in memory (fuzz_c_api, finding 13).
-std::optional<std::pair<std::int64_t, std::int64_t>> reached_range(const ir::Program& p,
-                                                                   const std::vector<const NeighborTable*>& tables,
-                                                                   const ir::ConcreteExtents::TablePath& path) {
+// The indices of the last table's target that a path through the bound tables reaches from its
+// rows, sorted, each once (the offsets not yet added); empty when it reaches none (no rows, or
+// every path meets a missing neighbour, which reductions skip and fixed-index shifts reject
+// elsewhere). What a hop reaches is collected from the entries it reads, not marked per declared
+// target: a table may declare far more targets than exist in memory (fuzz_c_api, finding 13).
+std::vector<std::int64_t> reached_indices(const ir::Program& p, const std::vector<const NeighborTable*>& tables,
+                                          const ir::ConcreteExtents::TablePath& path) {
   std::vector<std::int64_t> rows;
   for (std::int64_t r = path.row_lo; r < path.row_hi; ++r) rows.push_back(r);
   std::vector<std::int64_t> reached;
@@ -298,6 +297,14 @@ std::optional<std::pair<std::int64_t, std::int64_t>> reached_range(const ir::Pro
     reached.erase(std::unique(reached.begin(), reached.end()), reached.end());
     rows.swap(reached);
   }
+  return rows;
+}
+
+// Their bounding range [lo, hi), the offsets added; nullopt when the path reaches none.
+std::optional<std::pair<std::int64_t, std::int64_t>> reached_range(const ir::Program& p,
+                                                                   const std::vector<const NeighborTable*>& tables,
+                                                                   const ir::ConcreteExtents::TablePath& path) {
+  const std::vector<std::int64_t> rows = reached_indices(p, tables, path);
   if (rows.empty()) return std::nullopt;
   return std::pair{rows.front() + path.min_offset, rows.back() + 1 + path.max_offset};
 }
@@ -411,17 +418,37 @@ void CompiledProgram::Impl::check_reads() {
                                       need.lo[a], need.hi[a]));
     }
   }
-  // Fixed-index shifts through a skip value fail before anything is written.
+  // Fixed-index shifts through a skip value fail before anything is written. Rows reached through
+  // other tables are checked one by one, as the reference reads them: a row between two reached
+  // ones may lack the neighbour.
   for (const auto& rows : call_extents.table_rows) {
     const NeighborTable& t = *binding.bound.tables[p.index_of(rows.connectivity)];
-    const std::int64_t lo = std::max<std::int64_t>(0, rows.lo), hi = rows.hi < 0 ? t.n_source : std::min(rows.hi, t.n_source);
-    for (std::int64_t r = lo; r < hi; ++r)
-      for (std::int64_t n = std::max<std::int64_t>(0, rows.slot_lo); n < std::min<std::int64_t>(rows.slot_hi, t.max_neighbors); ++n)
-        if (t(r, static_cast<int>(n)) < 0)
-          throw DomainError(fmt::format("program '{}', call '{}': reads through a missing neighbour: {}[{}] of {} {} is "
-                                        "-1 (skipped); only reductions skip missing neighbours", p.name,
-                                        s.program.stmts[s.kernels[rows.kernel].stmt].op, rows.connectivity, n,
-                                        p.find(rows.connectivity)->conn.source.name, r));
+    const ir::Kernel& kernel = s.kernels[rows.kernel];
+    const Dimension& source = p.find(rows.connectivity)->conn.source;
+    const auto check_row = [&](std::int64_t r) {
+      if (r < 0 || r >= t.n_source) return;
+      for (std::int64_t n = std::max<std::int64_t>(0, rows.slot_lo); n < std::min<std::int64_t>(rows.slot_hi, t.max_neighbors); ++n) {
+        if (t(r, static_cast<int>(n)) >= 0) continue;
+        // A stored value is computed over the bounding range of what its readers reach, not
+        // point by point as the reference does: a row in that range may be one no reader
+        // needs. Say so, since the compiler may store a value the program only named.
+        std::string stored;
+        if (kernel.extent_from_outputs && !rows.path)
+          stored = fmt::format("; the value stored as '{}' is computed over {} [{}, {}), the range its readers reach, so "
+                               "every row there needs the neighbour (inlining it would read only the rows reached)",
+                               kernel.outputs.front(), source.name, rows.lo, rows.hi);
+        throw DomainError(fmt::format("program '{}', call '{}': reads through a missing neighbour: {}[{}] of {} {} is "
+                                      "-1 (skipped); only reductions skip missing neighbours{}", p.name,
+                                      s.program.stmts[kernel.stmt].op, rows.connectivity, n, source.name, r, stored));
+      }
+    };
+    if (rows.path) {
+      for (const std::int64_t r : reached_indices(p, binding.bound.tables, *rows.path))
+        for (std::int64_t o = rows.path->min_offset; o <= rows.path->max_offset; ++o) check_row(r + o);
+    } else {
+      const std::int64_t hi = rows.hi < 0 ? t.n_source : std::min(rows.hi, t.n_source);
+      for (std::int64_t r = std::max<std::int64_t>(0, rows.lo); r < hi; ++r) check_row(r);
+    }
   }
 }
 

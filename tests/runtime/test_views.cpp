@@ -523,9 +523,8 @@ TEST(Views, ANewTableObjectAtAFreedTablesAddressIsCheckedAgain) {
 // were unchanged and kept the last table's: the edges a vertex reaches through V2E (the boxes
 // where values on edges are computed, the rows of E2V a fixed-index shift reads). So a table
 // reaching an edge whose E2V[0] is missing was accepted. Each table must give the reference's
-// answer, error or values, whatever table came before. (Compiled code computes pe over the range
-// of edges reached, so it checks E2V over that whole range: a missing first vertex on an edge
-// inside the range that no vertex reaches is refused by it alone; not exercised here.)
+// answer, error or values, whatever table came before. (A missing first vertex on an edge that no
+// vertex reaches: AMissingNeighbourOnAnUnreachedRowIsNoError.)
 TEST(Views, AnotherTableOfTheSameShapeIsANewMesh) {
   const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
   const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 2), E2V = make_connectivity("E2V", Edge, Vertex, 2);
@@ -578,6 +577,64 @@ TEST(Views, AnotherTableOfTheSameShapeIsANewMesh) {
         EXPECT_EQ(expected[static_cast<std::size_t>(x)], sum) << what << ": reference at vertex " << x;
       }
       EXPECT_EQ(got, expected) << what;
+    }
+  }
+}
+
+// A missing neighbour on a row no read reaches is no error, even when reached rows lie on each
+// side of it (compiled code used to check fixed-index shifts reached through other tables over
+// the bounding range of the rows reached, and so refused what the reference accepts). Edge 2 has
+// no first vertex; the vertices reach edges 0, 1, 4 and 5 only. Inlined, pe reads E2V only where
+// a vertex needs it. Stored (materialize), pe is computed over edges [0, 6), edge 2 too, which
+// would read vertex -1: compiled code refuses that call alone, saying why, and writes nothing.
+TEST(Views, AMissingNeighbourOnAnUnreachedRowIsNoError) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 2), E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  std::int32_t e2v[12] = {0, 1, 1, 2, -1, 3, 3, 0, 2, 1, 3, 0};
+  std::int32_t v2e[8] = {0, 1, 1, 4, 4, 5, 5, 0};
+  const NeighborTable e2v_table = NeighborTable::view("E2V", "Edge", "Vertex", 6, 4, 2, e2v, 2, 1);
+  const NeighborTable v2e_table = NeighborTable::view("V2E", "Vertex", "Edge", 4, 6, 2, v2e, 2, 1);
+  std::vector<double> v = {1.5, -2.0, 4.0, 8.25};
+  Field fv = Field::view(v.data(), {Vertex}, DType::float64, {4}, {1});
+  std::vector<double> plain(4);
+  for (int x = 0; x < 4; ++x)
+    for (int n = 0; n < 2; ++n) {
+      const std::int32_t edge = v2e[x * 2 + n];
+      plain[static_cast<std::size_t>(x)] += v[static_cast<std::size_t>(e2v[edge * 2])] * 2.0 + v[static_cast<std::size_t>(e2v[edge * 2 + 1])];
+    }
+  for (const bool stored : {false, true}) {
+    ProgramBuilder pb(stored ? "stored" : "inlined");
+    Expr pv = pb.field("pv", {Vertex}, DType::float64), out = pb.field("out", {Vertex}, DType::float64);
+    Expr nv = pb.scalar("nv", DType::int32);
+    const Expr value = pv(E2V[0]) * 2.0 + pv(E2V[1]);
+    const Expr pe = stored ? materialize("pe", value) : named("pe", value);
+    pb.call("gather", neighbor_sum(pe(V2E), V2E), {out}, {{Vertex, 0, nv}});
+    const ir::Program p = pb.build();
+    std::vector<double> expected(4, -1.0);
+    Field fexpected = Field::view(expected.data(), {Vertex}, DType::float64, {4}, {1});
+    Arguments ref_args;
+    ref_args.field("pv", fv).field("out", fexpected).connectivity("V2E", v2e_table).connectivity("E2V", e2v_table).scalar("nv", 4);
+    run_reference(p, ref_args);
+    EXPECT_EQ(expected, plain) << p.name;
+    for (int threads : {1, 2}) {
+      CompileOptions o;
+      o.num_threads = threads;
+      o.parallel_threshold = 0;
+      CompiledProgram program = compile(p, o);
+      std::vector<double> got(4, -1.0);
+      Field fgot = Field::view(got.data(), {Vertex}, DType::float64, {4}, {1});
+      Arguments args;
+      args.field("pv", fv).field("out", fgot).connectivity("V2E", v2e_table).connectivity("E2V", e2v_table).scalar("nv", 4);
+      const std::string error = testing_support::error_of<DomainError>([&] { program(args); });
+      if (stored) {
+        EXPECT_NE(error.find("E2V[0] of Edge 2 is -1"), std::string::npos) << error;
+        EXPECT_NE(error.find("stored as 'pe' is computed over Edge [0, 6), the range its readers reach"), std::string::npos)
+            << error;
+        EXPECT_EQ(got, std::vector<double>(4, -1.0)) << threads << " threads: a refused call writes nothing";
+        continue;
+      }
+      EXPECT_EQ(error, "no error") << p.name << ", " << threads << " threads";
+      EXPECT_EQ(got, plain) << p.name << ", " << threads << " threads";
     }
   }
 }
