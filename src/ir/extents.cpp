@@ -190,7 +190,7 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
       const DimAccess& d = fs.source;
       const auto path = table_path(d, sub);
       if (d.kind == DimAccess::Kind::loop && a >= 0) {
-        out.table_rows.push_back({fs.connectivity, k, sub.lo[a] + d.min_offset, sub.hi[a] + d.max_offset, slot_lo, slot_hi});
+        out.table_rows.push_back({fs.connectivity, k, sub.lo[a] + d.min_offset, sub.hi[a] + d.max_offset, slot_lo, slot_hi, {}});
       } else if (path && resolve) {
         // Rows reached through other tables: the rows those tables give (found by fuzz_call_binding:
         // an E2V longer than the edges V2E names, its extra rows -1, was refused, while the
@@ -198,7 +198,7 @@ ConcreteExtents compute_extents(const Schedule& s, const std::map<std::string, s
         if (const auto range = resolve(*path))
           out.table_rows.push_back({fs.connectivity, k, range->first, range->second, slot_lo, slot_hi, *path});
       } else {
-        out.table_rows.push_back({fs.connectivity, k, 0, -1, slot_lo, slot_hi});
+        out.table_rows.push_back({fs.connectivity, k, 0, -1, slot_lo, slot_hi, {}});
       }
     }
     for (const Access& acc : kern.accesses) {

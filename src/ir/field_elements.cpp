@@ -132,4 +132,8 @@ void copy_elements(const Field& f, const std::byte* from, std::byte* to) {
   });
 }
 
+void for_each_element_run(const Field& f, const std::function<void(std::int64_t, std::int64_t, std::int64_t)>& run) {
+  if (f.size() > 0) for_each_run(f, run);
+}
+
 }  // namespace fieldflow::ir

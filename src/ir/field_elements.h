@@ -4,6 +4,7 @@
 // structures, a view that interleaves with another) and may be written by another thread.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "fieldflow/field.h"
 
@@ -27,5 +28,10 @@ void unpack_elements(Field& f, const std::byte* in);
 // offsets as from f.data()) to the same offsets of another at `to`; f's own memory is not touched.
 // What lands a host output from its device copy, element by element.
 void copy_elements(const Field& f, const std::byte* from, std::byte* to);
+
+// Calls run(offset, count, step) for each run of f's elements along one axis (the unit-stride one
+// if any): `count` elements, the first `offset` bytes from f.data(), `step` bytes apart (step >= the
+// element size where count > 1). For copies that move runs themselves (device memory).
+void for_each_element_run(const Field& f, const std::function<void(std::int64_t, std::int64_t, std::int64_t)>& run);
 
 }  // namespace fieldflow::ir

@@ -204,7 +204,7 @@ void CompiledProgram::Impl::describe_argument_spans() {
       const bool on_device = f->device() != Device::cpu;
       const bool checked = std::find(checked_outputs.begin(), checked_outputs.end(), f) != checked_outputs.end();
       field_spans[i] = {f->data(), f->span_bytes(), output[i], on_device, on_device && checked};
-      if (output[i] && !on_device && !ir::elements_fill_span(*f)) field_spans[i].scattered = f;
+      if (output[i] && !ir::elements_fill_span(*f)) field_spans[i].scattered = f;
     }
     if (const NeighborTable* t = binding.bound.tables[i]; t && t->span_bytes() > 0) {
       table_spans[i] = {t->entries(), t->span_bytes()};  // owned or a view: first entry to last

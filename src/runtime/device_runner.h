@@ -31,10 +31,11 @@ struct ArgumentSpan {
   // offsets): saved before the launches and restored when a check fails, so a failed call
   // changes no argument.
   bool save_before = false;
-  // A host output whose elements do not fill its span (a padded view, one of several views that
-  // interleave in one array): its device copy comes back to a host buffer, then element by element
-  // (ir::copy_elements), so the bytes between its elements, which may be another field's, are
-  // never written. The call's field, whose geometry that copy follows.
+  // An output whose elements do not fill its span (a padded view, one of several views that
+  // interleave in one array): the bytes between its elements, which may be another field's, are
+  // never written. In host memory its device copy comes back to a host buffer, then element by
+  // element (ir::copy_elements); in device memory a failed call restores it run by run. The
+  // call's field, whose geometry those copies follow.
   const Field* scattered = nullptr;
   // Tables: NeighborTable::identity(), so a device copy is made again for another table object
   // even at the same address.

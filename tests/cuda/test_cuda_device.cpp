@@ -481,6 +481,53 @@ TEST(CudaDeviceFields, InKernelFailureRestoresDeviceOutputs) {
   EXPECT_TRUE(same_bits(g.o, after, "o"));
 }
 
+// The same with the output one component of an array of structures in device memory (a, o and w
+// per point, Layout::any): the restore puts o back with strided copies (cudaMemcpy2DAsync, one
+// per column) and leaves a and w as they are. (That another stream's writes to w during the
+// call survive is tested on the emulated runtime:
+// EmulatedRunner.AFailedCallRestoresOnlyTheElementsOfAStridedDeviceOutput.)
+TEST(CudaDeviceFields, InKernelFailureRestoresAStridedDeviceOutputElementByElement) {
+  REQUIRE_DEVICE();
+  GatherFields g;
+  const std::int64_t n = g.n, levels = g.levels, components = 3;
+  std::vector<double> aos(static_cast<std::size_t>(components * n * levels));
+  const auto at = [&](int c, std::int64_t i, std::int64_t k) -> double& {
+    return aos[static_cast<std::size_t>(k * components * n + i * components + c)];
+  };
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t k = 0; k < levels; ++k) {
+      at(0, i, k) = g.a.at<double>({i, k});
+      at(1, i, k) = 7.0;
+      at(2, i, k) = -1.0 - static_cast<double>(i + k);
+    }
+  const std::vector<double> before = aos;
+  DeviceBuffer memory(aos.size() * sizeof(double));
+  ASSERT_EQ(cudaMemcpy(memory.p, aos.data(), memory.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  auto component = [&](int c) {
+    return Field::view(static_cast<double*>(memory.p) + c, g.a.dims(), DType::float64, {n, levels},
+                       {components, components * n}, {}, Device::cuda);
+  };
+  Field da = component(0), dout = component(1);
+  g.off.at<std::int32_t>({n - 1, levels - 1}) = 1000;  // one point reads outside a
+  DeviceCopy doff(g.off);
+  CompiledProgram prog = compile(gather_program(), cuda_options(TransientMemoryMode::pool, Layout::any));
+  EXPECT_THROW(prog(g.arguments(da, doff.view, dout)), DomainError);
+  ASSERT_EQ(cudaMemcpy(aos.data(), memory.p, memory.bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(aos, before) << "a failed call changes nothing";
+  g.off.at<std::int32_t>({n - 1, levels - 1}) = 0;
+  DeviceCopy doff_ok(g.off);
+  prog(g.arguments(da, doff_ok.view, dout));
+  CompileOptions cpu;
+  cpu.layout = Layout::horizontal_fastest;
+  compile(gather_program(), cpu)(g.arguments(g.a, g.off, g.o));
+  ASSERT_EQ(cudaMemcpy(aos.data(), memory.p, memory.bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t k = 0; k < levels; ++k) {
+      ASSERT_EQ(at(1, i, k), g.o.at<double>({i, k})) << "o at " << i << ", " << k;
+      ASSERT_EQ(at(2, i, k), -1.0 - static_cast<double>(i + k)) << "w at " << i << ", " << k;
+    }
+}
+
 // A stream given per call carries that call's work; calls on two streams give the reference.
 // The GPU benchmark's yardstick (bench/cuda/baselines.cu, compiled by NVRTC for this device)
 // computes what the programs compute, bit for bit, on device fields: sizes with partial blocks,

@@ -393,6 +393,77 @@ TEST_F(EmulatedRunner, MemoryElsewhereThanTheFieldSaysIsRefusedBeforeAnythingRun
 // v's old values over v's rows between u's (and v's over u's), and the fourth component, which the
 // call does not name, would be written too. The first call sizes the host staging; the second is
 // checked again.
+// A failed call undoes its device outputs element by element, as the CPU runtime does: the bytes
+// between a strided output's elements may be another field's, which another stream may write
+// while the call runs, and they keep what it wrote (a copy of the output's span put back their
+// values from before the call). Three components in one array in device memory: a, the output
+// o, and w, which the call does not name and "another stream" writes during the launches; the
+// components interleave by rows of I (o's runs are rows: one plain copy each) or by points
+// (Layout::any; o's runs are columns of K, 3 points apart: one strided copy each).
+TEST_F(EmulatedRunner, AFailedCallRestoresOnlyTheElementsOfAStridedDeviceOutput) {
+  const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
+  const std::int64_t n = 300, levels = 3, components = 3;
+  for (const bool by_points : {false, true}) {
+    SCOPED_TRACE(by_points ? "components interleaved by points" : "components interleaved by rows");
+    const std::int64_t point_stride = by_points ? components : 1, row_stride = components * n;
+    std::vector<double> aos(static_cast<std::size_t>(components * n * levels));
+    const auto element = [&](int c) { return by_points ? c : c * n; };
+    const auto at = [&](int c, std::int64_t i, std::int64_t k) -> double& {
+      return aos[static_cast<std::size_t>(k * row_stride + i * point_stride + element(c))];
+    };
+    std::vector<std::int32_t> off(static_cast<std::size_t>(n * levels));
+    const auto offset = [&](std::int64_t i, std::int64_t k) -> std::int32_t& { return off[static_cast<std::size_t>(k * n + i)]; };
+    for (std::int64_t k = 0; k < levels; ++k)
+      for (std::int64_t i = 0; i < n; ++i) {
+        at(0, i, k) = 0.5 * static_cast<double>(i * i % 37) - static_cast<double>(k);
+        at(1, i, k) = 7.0;
+        at(2, i, k) = -7.0;
+        offset(i, k) = i + 1 < n ? 1 : 0;
+      }
+    emulator_.add_device(aos.data(), aos.size() * sizeof(double));
+    emulator_.add_device(off.data(), off.size() * sizeof(std::int32_t));
+    auto component = [&](int c) {
+      return Field::view(aos.data() + element(c), {I, K}, DType::float64, {n, levels}, {point_stride, row_stride}, {},
+                         Device::cuda);
+    };
+    Field da = component(0), dout = component(1);
+    Field doff = Field::view(off.data(), {I, K}, DType::int32, {n, levels}, {1, n}, {}, Device::cuda);
+    Arguments args;
+    args.field("a", da).field("off", doff).field("o", dout).scalar("ni", static_cast<std::int32_t>(n));
+    args.scalar("nk", static_cast<std::int32_t>(levels));
+    CompileOptions o;
+    o.memory.mode = TransientMemoryMode::persistent;
+    if (by_points) o.layout = Layout::any;
+    EmulatedProgram p = testing_support::compile_with_emulated_runtime(emulator_, gather_program(), o);
+
+    offset(n - 1, levels - 1) = 1000;  // the last point reads outside a
+    emulator_.during_launch = [&] {
+      for (std::int64_t k = 0; k < levels; ++k)
+        for (std::int64_t i = 0; i < n; ++i) at(2, i, k) = 42.0;
+    };
+    emulator_.forget_calls();
+    EXPECT_THROW((*p.program)(args), DomainError);
+    for (std::int64_t k = 0; k < levels; ++k)
+      for (std::int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(at(1, i, k), 7.0) << "the output is restored at " << i << ", " << k;
+        ASSERT_EQ(at(2, i, k), 42.0) << "what another stream wrote between its elements stays, at " << i << ", " << k;
+      }
+    EXPECT_EQ(emulator_.copies_2d, by_points ? n : 0) << "one strided copy per column of o";
+
+    offset(n - 1, levels - 1) = 0;
+    emulator_.during_launch = {};
+    (*p.program)(args);
+    for (std::int64_t k = 0; k < levels; ++k)
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t j = i + offset(i, k);
+        ASSERT_EQ(at(1, i, k), at(0, j, k) - at(0, i, k)) << "o at " << i << ", " << k;
+        ASSERT_EQ(at(2, i, k), 42.0) << "w at " << i << ", " << k;
+      }
+    emulator_.remove_device(aos.data());
+    emulator_.remove_device(off.data());
+  }
+}
+
 TEST_F(EmulatedRunner, InterleavedOutputsRunInDeviceAndHostMemory) {
   const Dimension I = horizontal_dim("I"), K = vertical_dim("K");
   EmulatedProgram p = make(testing_support::components_program(), TransientMemoryMode::pool);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -60,6 +61,9 @@ struct Emulator {
   int current_device = 0;            // what cudaGetDevice answers
   int libraries = 0;                 // loaded and not unloaded
   std::string missing_symbol;        // a kernel cudaLibraryGetKernel does not find (an image without it)
+  // Runs after each launch's kernel: what another stream might write while a call runs.
+  std::function<void()> during_launch;
+  int copies_2d = 0;                 // cudaMemcpy2DAsync calls
   std::mutex mutex;
 
   bool is_device(const void* p) {
@@ -83,6 +87,7 @@ struct Emulator {
     copy_streams.clear();
     synced_streams.clear();
     syncs = 0;
+    copies_2d = 0;
     pointer_queries = 0;
   }
 };
@@ -142,6 +147,7 @@ inline const runtime::cuda::CudaApi emulated_api{
       const int index = static_cast<int>(reinterpret_cast<std::uintptr_t>(k)) - 1;
       if (emulator->record) emulator->launched.push_back(emulator->symbols[index]);
       emulator->launch(index, grid.x, grid.y, grid.z, block.x, args[0], y0, z0);  // args[0]: the kernel's words
+      if (emulator->during_launch) emulator->during_launch();
       return cudaSuccess;
     },
     [](int* device) {
@@ -159,6 +165,16 @@ inline const runtime::cuda::CudaApi emulated_api{
       *a = cudaFuncAttributes{};
       a->maxThreadsPerBlock = emulator->max_threads_per_block;
       return emulator->attributes_result;
+    },
+    [](void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch, std::size_t width, std::size_t height,
+       cudaStream_t s) {
+      // CUDA's rule: each pitch holds a row.
+      if (height > 1 && (to_pitch < width || from_pitch < width)) return cudaErrorInvalidPitchValue;
+      for (std::size_t r = 0; r < height; ++r)
+        std::memcpy(static_cast<std::byte*>(to) + r * to_pitch, static_cast<const std::byte*>(from) + r * from_pitch, width);
+      ++emulator->copies_2d;
+      if (emulator->record) emulator->copy_streams.push_back(s);
+      return cudaSuccess;
     },
 };
 

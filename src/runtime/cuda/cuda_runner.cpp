@@ -83,6 +83,10 @@ const CudaApi& cuda_runtime_api() {
       [](int* device) { return cudaGetDevice(device); },
       [](cudaPointerAttributes* a, const void* p) { return cudaPointerGetAttributes(a, p); },
       [](cudaFuncAttributes* a, cudaKernel_t k) { return cudaFuncGetAttributes(a, reinterpret_cast<const void*>(k)); },
+      [](void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch, std::size_t width, std::size_t height,
+         cudaStream_t s) {
+        return cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, height, cudaMemcpyDefault, s);
+      },
   };
   return api;
 }
@@ -249,7 +253,7 @@ class CudaRunner final : public DeviceRunner {
       const ArgumentSpan& f = fields[i];
       if (!f.output || !f.data || f.bytes == 0) continue;
       if (error && f.on_device && f.save_before) {
-        copy(const_cast<void*>(f.data), saved_outputs_[i].pointer, f.bytes, stream);  // the call is undone
+        restore(f, saved_outputs_[i].pointer, stream);  // the call is undone
         copied = true;
       } else if (!error && !f.on_device && f.scattered) {
         // Grows to the largest span seen, then stays: a steady-state call allocates nothing.
@@ -263,7 +267,7 @@ class CudaRunner final : public DeviceRunner {
     }
     if (copied || !can_fail_) check(api_.stream_synchronize(stream), "cudaStreamSynchronize", p);
     for (std::size_t i = 0; staged && i < fields.size(); ++i)
-      if (const ArgumentSpan& f = fields[i]; f.scattered && f.data && f.bytes > 0)  // a host output, staged above
+      if (const ArgumentSpan& f = fields[i]; !f.on_device && f.scattered && f.data && f.bytes > 0)  // staged above
         ir::copy_elements(*f.scattered, host_staging_[i].data(), static_cast<std::byte*>(const_cast<void*>(f.data)));
     return error;
   }
@@ -333,6 +337,27 @@ class CudaRunner final : public DeviceRunner {
   // field in pinned or managed memory copies as well as one in pageable memory.
   void copy(void* to, const void* from, std::size_t bytes, cudaStream_t stream) {
     check(api_.memcpy_async(to, from, bytes, stream), "cudaMemcpyAsync", o_.program);
+  }
+
+  // Puts a device output's saved span back: in one copy where its elements fill the span, else
+  // run by run (a strided copy each), so the bytes between its elements, which may be another
+  // field's that another stream writes meanwhile, are not written. Only a failed call pays for it.
+  void restore(const ArgumentSpan& f, const void* saved, cudaStream_t stream) {
+    if (!f.scattered) {
+      copy(const_cast<void*>(f.data), saved, f.bytes, stream);
+      return;
+    }
+    auto* to = static_cast<std::byte*>(const_cast<void*>(f.data));
+    const auto* from = static_cast<const std::byte*>(saved);
+    const std::size_t esize = size_of(f.scattered->dtype());
+    ir::for_each_element_run(*f.scattered, [&](std::int64_t offset, std::int64_t count, std::int64_t step) {
+      const auto rows = static_cast<std::size_t>(count), pitch = static_cast<std::size_t>(step);
+      if (count == 1 || pitch == esize)
+        copy(to + offset, from + offset, rows * esize, stream);
+      else
+        check(api_.memcpy_2d_async(to + offset, pitch, from + offset, pitch, esize, rows, stream), "cudaMemcpy2DAsync",
+              o_.program);
+    });
   }
 
   // Each field's memory is where the field says: device (or managed) memory of this runner's

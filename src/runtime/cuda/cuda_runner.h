@@ -33,6 +33,9 @@ struct CudaApi {
   // cudaFuncGetAttributes on a kernel: also loads the library's image onto the device now (it is
   // loaded lazily otherwise), so an image the device cannot run fails here, not at the first call.
   cudaError_t (*kernel_attributes)(cudaFuncAttributes* attributes, cudaKernel_t kernel);
+  // cudaMemcpy2DAsync (cudaMemcpyDefault): `height` rows of `width` bytes, each pitch apart.
+  cudaError_t (*memcpy_2d_async)(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch,
+                                 std::size_t width, std::size_t height, cudaStream_t stream);
 };
 const CudaApi& cuda_runtime_api();
 
