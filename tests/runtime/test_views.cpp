@@ -639,6 +639,58 @@ TEST(Views, AMissingNeighbourOnAnUnreachedRowIsNoError) {
   }
 }
 
+// A missing neighbour in a reduction is skipped, and nothing is read for it: a field of edges
+// that covers only the edges the vertices reach (a view from edge 2 on, at the start of its
+// memory) is enough, and so is an E2V whose rows no vertex reaches lack their vertices.
+// Branch-free reductions read some element in place of a missing one; it must be one the call
+// was checked to read.
+TEST(Views, AMissingNeighbourInAReductionReadsNothingOutsideWhatIsReached) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 3), E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  // Vertices reach edges 2-5; each vertex has a missing third edge (vertex 3 its first as well).
+  std::int32_t v2e[12] = {2, 3, -1, 3, 4, -1, 4, 5, -1, -1, 5, -1};
+  std::int32_t e2v[12] = {-1, -1, -1, -1, 0, 1, 1, 2, 2, 3, 3, 0};  // edges 0 and 1 have no vertices
+  const NeighborTable v2e_table = NeighborTable::view("V2E", "Vertex", "Edge", 4, 6, 3, v2e, 3, 1);
+  const NeighborTable e2v_table = NeighborTable::view("E2V", "Edge", "Vertex", 6, 4, 2, e2v, 2, 1);
+  // Heap memory of exactly the edges 2-5, so that ASan sees a read of edge 0 or 1.
+  auto edge_values = std::make_unique<double[]>(4);
+  for (int e = 0; e < 4; ++e) edge_values[static_cast<std::size_t>(e)] = 0.75 * (e + 1);
+  Field fe = Field::view(edge_values.get(), {Edge}, DType::float64, {4}, {1}, {2});
+  std::vector<double> v = {1.5, -2.0, 4.0, 8.25};
+  Field fv = Field::view(v.data(), {Vertex}, DType::float64, {4}, {1});
+  std::vector<double> plain(4, 0.0);
+  for (int x = 0; x < 4; ++x)
+    for (int n = 0; n < 3; ++n)
+      if (const std::int32_t e = v2e[x * 3 + n]; e >= 0)
+        plain[static_cast<std::size_t>(x)] += edge_values[static_cast<std::size_t>(e - 2)] *
+                                                  v[static_cast<std::size_t>(e2v[e * 2])] +
+                                              v[static_cast<std::size_t>(e2v[e * 2 + 1])];
+  ProgramBuilder pb("skips");
+  Expr pe = pb.field("pe", {Edge}, DType::float64), pv = pb.field("pv", {Vertex}, DType::float64);
+  Expr out = pb.field("out", {Vertex}, DType::float64), nv = pb.scalar("nv", DType::int32);
+  pb.call("gather", neighbor_sum((pe * pv(E2V[0]) + pv(E2V[1]))(V2E), V2E), {out}, {{Vertex, 0, nv}});
+  const ir::Program p = pb.build();
+  const auto arguments = [&](Field& result) {
+    Arguments a;
+    a.field("pe", fe).field("pv", fv).field("out", result).connectivity("V2E", v2e_table).connectivity("E2V", e2v_table);
+    return a.scalar("nv", 4);
+  };
+  std::vector<double> expected(4, -1.0);
+  Field fexpected = Field::view(expected.data(), {Vertex}, DType::float64, {4}, {1});
+  run_reference(p, arguments(fexpected));
+  EXPECT_EQ(expected, plain);
+  for (int threads : {1, 2}) {
+    CompileOptions o;
+    o.num_threads = threads;
+    o.parallel_threshold = 0;
+    CompiledProgram program = compile(p, o);
+    std::vector<double> got(4, -1.0);
+    Field fgot = Field::view(got.data(), {Vertex}, DType::float64, {4}, {1});
+    EXPECT_EQ(testing_support::error_of<DomainError>([&] { program(arguments(fgot)); }), "no error") << threads << " threads";
+    EXPECT_EQ(got, plain) << threads << " threads";
+  }
+}
+
 // A model swaps time levels: the same views pointed at other memory each step. Results follow
 // the memory, and the aliasing check still applies on this fast path.
 TEST(Views, SetViewDataFollowsTimeLevels) {

@@ -780,20 +780,39 @@ std::string PointEmitter::present_test(const std::string& nb) const {
   return flag.empty() ? fmt::format("({} >= 0)", nb) : flag;
 }
 
-// Branch-free code reads every slot, so a missing neighbour's -1 is replaced by 0 before any load:
-// a new variable that replaces the entry in this scope's memo (the entry itself, perhaps looked up
-// in an enclosing scope where code tests it for -1, is never changed), with a flag saying whether
-// the neighbour exists. Returns the flag.
+// Branch-free code reads every slot, so a missing neighbour's -1 is replaced before any load by a
+// neighbour the row does have (present_in_row): a new variable that replaces the entry in this
+// scope's memo (the entry itself, perhaps looked up in an enclosing scope where code tests it for
+// -1, is never changed), with a flag saying whether the neighbour exists. Returns the flag.
 std::string PointEmitter::in_bounds_neighbor(const Connectivity& c, const std::string& src, const std::string& slot,
                                              const std::string& nb, std::string& code, int ind) {
   if (std::string flag = lookup("present:" + nb); !flag.empty()) return flag;  // nb is already the safe one
+  const std::string stand_in = present_in_row(c, src, code, ind);
   const std::string present = fresh("present"), safe = fresh("nb");
   // Selects, not branches: the loop around must stay free of control flow to vectorise.
   code += fmt::format("{0}const bool {1} = {2} >= 0;  // missing neighbours do not contribute\n"
-                      "{0}const std::int32_t {3} = {1} ? {2} : 0;\n", pad(ind), present, nb, safe);
+                      "{0}const std::int32_t {3} = {1} ? {2} : {4};\n", pad(ind), present, nb, safe, stand_in);
   memo_.back()[neighbor_key(c, src, slot)] = safe;
   memo_.back()["present:" + safe] = present;
   return present;
+}
+
+// The first neighbour row `src` of `c` has (0 if it has none): what branch-free code reads in place
+// of a missing one. It is an element the call reaches through this row, so everything read there
+// was checked before the call; element 0 (what it read before) may be outside a field that covers
+// only what is reached, or a row of a chained table without the neighbours read through it.
+std::string PointEmitter::present_in_row(const Connectivity& c, const std::string& src, std::string& code, int ind) {
+  const std::string key = "first present:" + neighbor_key(c, src, "*");
+  if (std::string v = lookup(key); !v.empty()) return v;
+  std::vector<std::string> entries;  // looked up in slot order
+  for (int slot = 0; slot < c.max_neighbors; ++slot)
+    entries.push_back(neighbor(c, src, std::to_string(slot), Missing::unchecked, code, ind));
+  std::string choice = "0";
+  for (auto nb = entries.rbegin(); nb != entries.rend(); ++nb) choice = fmt::format("{0} >= 0 ? {0} : {1}", *nb, choice);
+  const std::string v = fresh("nb");
+  code += fmt::format("{}const std::int32_t {} = {};  // the first neighbour present\n", pad(ind), v, choice);
+  memo_.back()[key] = v;
+  return v;
 }
 
 }  // namespace fieldflow::codegen

@@ -155,6 +155,7 @@ class PointEmitter {
   std::string present_test(const std::string& nb) const;
   std::string in_bounds_neighbor(const Connectivity& c, const std::string& src, const std::string& slot,
                                  const std::string& nb, std::string& code, int ind);
+  std::string present_in_row(const Connectivity& c, const std::string& src, std::string& code, int ind);
   std::string table_entry(const std::string& table, const std::string& index) const;
   std::string reduce(const ir::Expr& e, const Point& p, std::string& code, int ind);
   std::string unary(const ir::Expr& e, const std::string& a) const;
