@@ -31,6 +31,14 @@ namespace {
 using testing_support::AxisOrder;
 using testing_support::HostArray;
 
+// Options that put every kernel on its parallel path, with `threads` threads.
+CompileOptions on_threads(int threads) {
+  CompileOptions o;
+  o.num_threads = threads;
+  o.parallel_threshold = 0;
+  return o;
+}
+
 ::testing::AssertionResult same_values(const Field& expected, const Field& got, const std::string& what) {
   std::string first;
   expected.for_each_index([&](const std::vector<std::int64_t>& index) {
@@ -85,10 +93,8 @@ void run_example_on_views(const examples::Example& ex, const Case& c, int thread
     tables[name] = std::make_unique<HostTable>(given.mesh->table(name), c.order == AxisOrder::fortran);
     args.connectivity(name, tables[name]->view);
   }
-  CompileOptions o;
+  CompileOptions o = on_threads(threads);
   o.layout = c.compiled;
-  o.num_threads = threads;
-  o.parallel_threshold = 0;  // every kernel takes its parallel path
   CompiledProgram program = compile(ex.program, o);
   program(args);
   for (const auto& [name, f] : expected.fields) {
@@ -303,10 +309,8 @@ TEST(Views, InterleavedViewsAreInputsAndOutputsOfOneCall) {
   check("reference");
   for (Layout layout : {Layout::vertical_fastest, Layout::any})
     for (int threads : {1, 2, 3}) {
-      CompileOptions o;
+      CompileOptions o = on_threads(threads);
       o.layout = layout;
-      o.num_threads = threads;
-      o.parallel_threshold = 0;
       reset();
       compile(p, o)(args);
       check(fmt::format("{}, {} threads", to_string(layout), threads));
@@ -351,10 +355,8 @@ TEST(Views, AnOutputOfIrregularStridesWithDistinctElementsIsWritten) {
   run_reference(p, args);
   check("reference");
   for (int threads : {1, 2, 3}) {
-    CompileOptions o;
+    CompileOptions o = on_threads(threads);
     o.layout = Layout::any;
-    o.num_threads = threads;
-    o.parallel_threshold = 0;
     reset();
     compile(p, o)(args);
     check(fmt::format("any, {} threads", threads));
@@ -543,10 +545,7 @@ TEST(Views, AnotherTableOfTheSameShapeIsANewMesh) {
   std::int32_t ring[8] = {0, 1, 1, 2, 2, 3, 3, 0}, to_missing[8] = {0, 5, 1, 2, 2, 3, 3, 0},
                to_edge_4[8] = {0, 4, 1, 2, 2, 3, 3, 0};
   for (int threads : {1, 2}) {
-    CompileOptions o;
-    o.num_threads = threads;
-    o.parallel_threshold = 0;
-    CompiledProgram program = compile(p, o);
+    CompiledProgram program = compile(p, on_threads(threads));
     for (std::int32_t* v2e : {ring, to_missing, to_edge_4, ring, to_edge_4, to_missing}) {
       const NeighborTable v2e_table = NeighborTable::view("V2E", "Vertex", "Edge", 4, 6, 2, v2e, 2, 1);
       const std::string what = fmt::format("{} threads, vertex 0 reaches edge {}", threads, v2e[1]);
@@ -617,10 +616,7 @@ TEST(Views, AMissingNeighbourOnAnUnreachedRowIsNoError) {
     run_reference(p, ref_args);
     EXPECT_EQ(expected, plain) << p.name;
     for (int threads : {1, 2}) {
-      CompileOptions o;
-      o.num_threads = threads;
-      o.parallel_threshold = 0;
-      CompiledProgram program = compile(p, o);
+      CompiledProgram program = compile(p, on_threads(threads));
       std::vector<double> got(4, -1.0);
       Field fgot = Field::view(got.data(), {Vertex}, DType::float64, {4}, {1});
       Arguments args;
@@ -680,10 +676,7 @@ TEST(Views, AMissingNeighbourInAReductionReadsNothingOutsideWhatIsReached) {
   run_reference(p, arguments(fexpected));
   EXPECT_EQ(expected, plain);
   for (int threads : {1, 2}) {
-    CompileOptions o;
-    o.num_threads = threads;
-    o.parallel_threshold = 0;
-    CompiledProgram program = compile(p, o);
+    CompiledProgram program = compile(p, on_threads(threads));
     std::vector<double> got(4, -1.0);
     Field fgot = Field::view(got.data(), {Vertex}, DType::float64, {4}, {1});
     EXPECT_EQ(testing_support::error_of<DomainError>([&] { program(arguments(fgot)); }), "no error") << threads << " threads";
