@@ -578,9 +578,10 @@ std::string PointEmitter::reduce(const Expr& e, const Point& p, std::string& cod
   const std::string init = e.rop == ir::ReduceOp::sum   ? fmt::format("{}(0)", ctype(t))
                            : e.rop == ir::ReduceOp::max ? fmt::format("{}<{}>::lowest()", dialect_.limits, ctype(t))
                                                         : fmt::format("{}<{}>::max()", dialect_.limits, ctype(t));
-  // Branch-free form: a missing neighbour reads slot 0 instead and its value is not added, so the
-  // fixed-length, fully unrolled neighbour loop vectorises along the unit-stride loop around it.
-  // Not when the operand has data-dependent offsets: their bounds check would see slot 0's data.
+  // Branch-free form: a missing neighbour reads the row's first neighbour instead (present_in_row)
+  // and its value is not added, so the fixed-length, fully unrolled neighbour loop vectorises along
+  // the unit-stride loop around it. Not when the operand has data-dependent offsets: their bounds
+  // check would see the stand-in's data (element 0 in a row without neighbours).
   bool branch_free = true;
   for (const ir::Expr* x : ir::post_order(e.args[0])) branch_free &= x->kind != ExprKind::dynamic_shift;
   code += fmt::format("{}{} {} = {};\n", pad(ind), ctype(t), acc, init);
@@ -774,7 +775,7 @@ std::string PointEmitter::neighbor(const Connectivity& c, const std::string& src
 }
 
 // Whether table entry `nb` names a neighbour: `nb >= 0`, or, for an entry branch-free code has
-// replaced by slot 0, the flag kept when it was (in_bounds_neighbor).
+// replaced by a stand-in, the flag kept when it was (in_bounds_neighbor).
 std::string PointEmitter::present_test(const std::string& nb) const {
   const std::string flag = lookup("present:" + nb);
   return flag.empty() ? fmt::format("({} >= 0)", nb) : flag;
