@@ -449,6 +449,13 @@ TEST_F(EmulatedRunner, AFailedCallRestoresOnlyTheElementsOfAStridedDeviceOutput)
         ASSERT_EQ(at(2, i, k), 42.0) << "what another stream wrote between its elements stays, at " << i << ", " << k;
       }
     EXPECT_EQ(emulator_.copies_2d, by_points ? n : 0) << "one strided copy per column of o";
+    if (by_points) {
+      // A strided copy CUDA refuses is a CudaError naming it; the next call starts afresh.
+      emulator_.copy_2d_result = cudaErrorInvalidValue;
+      const std::string error = testing_support::error_of<CudaError>([&] { (*p.program)(args); });
+      EXPECT_NE(error.find("cudaMemcpy2DAsync"), std::string::npos) << error;
+      emulator_.copy_2d_result = cudaSuccess;
+    }
 
     offset(n - 1, levels - 1) = 0;
     emulator_.during_launch = {};

@@ -64,6 +64,7 @@ struct Emulator {
   // Runs after each launch's kernel: what another stream might write while a call runs.
   std::function<void()> during_launch;
   int copies_2d = 0;                 // cudaMemcpy2DAsync calls
+  cudaError_t copy_2d_result = cudaSuccess;  // what cudaMemcpy2DAsync answers (without copying)
   std::mutex mutex;
 
   bool is_device(const void* p) {
@@ -168,6 +169,7 @@ inline const runtime::cuda::CudaApi emulated_api{
     },
     [](void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch, std::size_t width, std::size_t height,
        cudaStream_t s) {
+      if (emulator->copy_2d_result != cudaSuccess) return emulator->copy_2d_result;
       // CUDA's rule: each pitch holds a row.
       if (height > 1 && (to_pitch < width || from_pitch < width)) return cudaErrorInvalidPitchValue;
       for (std::size_t r = 0; r < height; ++r)
