@@ -4,6 +4,8 @@
 // executor on ordinary fields; padding is never written; bad views are typed errors before
 // anything runs.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -681,6 +683,136 @@ TEST(Views, AMissingNeighbourInAReductionReadsNothingOutsideWhatIsReached) {
     Field fgot = Field::view(got.data(), {Vertex}, DType::float64, {4}, {1});
     EXPECT_EQ(testing_support::error_of<DomainError>([&] { program(arguments(fgot)); }), "no error") << threads << " threads";
     EXPECT_EQ(got, plain) << threads << " threads";
+  }
+}
+
+// Memory whose preceding page is not readable: a read before `data()` faults, in any build.
+class AfterAnUnreadablePage {
+ public:
+  explicit AfterAnUnreadablePage(std::size_t bytes) {
+    page_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    size_ = page_ + (bytes + page_ - 1) / page_ * page_ + page_;
+    base_ = static_cast<char*>(mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    EXPECT_NE(base_, MAP_FAILED);
+    EXPECT_EQ(mprotect(base_, page_, PROT_NONE), 0);
+  }
+  ~AfterAnUnreadablePage() { munmap(base_, size_); }
+  AfterAnUnreadablePage(const AfterAnUnreadablePage&) = delete;
+  AfterAnUnreadablePage& operator=(const AfterAnUnreadablePage&) = delete;
+  template <class T>
+  T* data() const { return reinterpret_cast<T*>(base_ + page_); }
+  // The unreadable page itself: the entries of a table without rows.
+  template <class T>
+  const T* unreadable() const { return reinterpret_cast<const T*>(base_); }
+
+ private:
+  std::size_t page_ = 0, size_ = 0;
+  char* base_ = nullptr;
+};
+
+// A vertex without any edge reads nothing in a reduction over its edges: branch-free code reads
+// every slot at a stand-in element, and a row without neighbours has none the call reaches (edge
+// 0 here is before the memory of the edge field, which covers only edges 2-7, and E2V row 0 has
+// no vertices). Both layouts (the vertical one runs the hoisted per-row code and its "every
+// neighbour present" copy), 1 and 2 threads, 19 vertices and 5 levels (vector remainders).
+TEST(Views, AVertexWithoutEdgesReadsNothingInAReductionOverThem) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge"), K = vertical_dim("K");
+  const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 3), E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  constexpr int nv = 19, ne = 8, nk = 5;
+  std::vector<std::int32_t> v2e(nv * 3), e2v(ne * 2);
+  for (int x = 0; x < nv; ++x)
+    for (int n = 0; n < 3; ++n)  // every fourth vertex has no edge, every third slot is missing
+      v2e[static_cast<std::size_t>(x * 3 + n)] = x % 4 == 0 || (x + n) % 3 == 0 ? -1 : 2 + (x + n) % 6;
+  for (int e = 0; e < ne; ++e)
+    for (int n = 0; n < 2; ++n) e2v[static_cast<std::size_t>(e * 2 + n)] = e < 2 ? -1 : (e * 5 + n * 7) % nv;
+  const NeighborTable v2e_table = NeighborTable::view("V2E", "Vertex", "Edge", nv, ne, 3, v2e.data(), 3, 1);
+  const NeighborTable e2v_table = NeighborTable::view("E2V", "Edge", "Vertex", ne, nv, 2, e2v.data(), 2, 1);
+  ProgramBuilder pb("isolated_vertices");
+  Expr pe = pb.field("pe", {Edge, K}, DType::float64), pv = pb.field("pv", {Vertex, K}, DType::float64);
+  Expr out = pb.field("out", {Vertex, K}, DType::float64), n = pb.scalar("nv", DType::int32), levels = pb.scalar("nk", DType::int32);
+  pb.call("gather", neighbor_sum((pe * pv(E2V[0]) + pv(E2V[1]))(V2E), V2E), {out}, {{Vertex, 0, n}, {K, 0, levels}});
+  const ir::Program p = pb.build();
+  const auto edge_value = [](int e, int k) { return 0.25 * e - 0.5 * k + 1.0; };
+  const auto vertex_value = [](int x, int k) { return 1.5 * x + 0.125 * k - 3.0; };
+  std::vector<double> plain(nv * nk, 0.0);  // by (vertex, level)
+  for (int x = 0; x < nv; ++x)
+    for (int s = 0; s < 3; ++s)
+      if (const int e = v2e[static_cast<std::size_t>(x * 3 + s)]; e >= 0)
+        for (int k = 0; k < nk; ++k)
+          plain[static_cast<std::size_t>(x * nk + k)] += edge_value(e, k) * vertex_value(e2v[static_cast<std::size_t>(e * 2)], k) +
+                                                         vertex_value(e2v[static_cast<std::size_t>(e * 2 + 1)], k);
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+    const bool vf = layout == Layout::vertical_fastest;
+    // Edges 2-7 only, at the start of memory after an unreadable page.
+    AfterAnUnreadablePage edge_memory(sizeof(double) * (ne - 2) * nk);
+    double* const edges = edge_memory.data<double>();
+    const std::vector<std::int64_t> edge_strides = vf ? std::vector<std::int64_t>{nk, 1} : std::vector<std::int64_t>{1, ne - 2};
+    const std::vector<std::int64_t> strides = vf ? std::vector<std::int64_t>{nk, 1} : std::vector<std::int64_t>{1, nv};
+    for (int e = 2; e < ne; ++e)
+      for (int k = 0; k < nk; ++k) edges[(e - 2) * edge_strides[0] + k * edge_strides[1]] = edge_value(e, k);
+    std::vector<double> vertices(nv * nk);
+    for (int x = 0; x < nv; ++x)
+      for (int k = 0; k < nk; ++k) vertices[static_cast<std::size_t>(x * strides[0] + k * strides[1])] = vertex_value(x, k);
+    Field fe = Field::view(edges, {Edge, K}, DType::float64, {ne - 2, nk}, edge_strides, {2, 0});
+    Field fv = Field::view(vertices.data(), {Vertex, K}, DType::float64, {nv, nk}, strides);
+    const auto run = [&](const std::function<void(const Arguments&)>& call) {
+      std::vector<double> result(nv * nk, -1.0);
+      Field fresult = Field::view(result.data(), {Vertex, K}, DType::float64, {nv, nk}, strides);
+      Arguments a;
+      a.field("pe", fe).field("pv", fv).field("out", fresult).connectivity("V2E", v2e_table).connectivity("E2V", e2v_table);
+      call(a.scalar("nv", nv).scalar("nk", nk));
+      std::vector<double> by_vertex(nv * nk);
+      for (int x = 0; x < nv; ++x)
+        for (int k = 0; k < nk; ++k)
+          by_vertex[static_cast<std::size_t>(x * nk + k)] = result[static_cast<std::size_t>(x * strides[0] + k * strides[1])];
+      return by_vertex;
+    };
+    EXPECT_EQ(run([&](const Arguments& a) { run_reference(p, a); }), plain) << to_string(layout);
+    for (int threads : {1, 2}) {
+      CompileOptions o = on_threads(threads);
+      o.layout = layout;
+      CompiledProgram program = compile(p, o);
+      EXPECT_EQ(run([&](const Arguments& a) { program(a); }), plain) << to_string(layout) << ", " << threads << " threads";
+    }
+  }
+}
+
+// No vertex has an edge, and there are no edges: E2V has no rows, so nothing the reduction's
+// operand reads exists. Its entries are an unreadable page.
+TEST(Views, AReductionOverNeighboursThatDoNotExistReadsNothing) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge"), K = vertical_dim("K");
+  const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 3), E2V = make_connectivity("E2V", Edge, Vertex, 2);
+  constexpr int nv = 11, nk = 3;
+  std::vector<std::int32_t> v2e(nv * 3, -1);
+  AfterAnUnreadablePage nothing(1);
+  const NeighborTable v2e_table = NeighborTable::view("V2E", "Vertex", "Edge", nv, 0, 3, v2e.data(), 3, 1);
+  const NeighborTable e2v_table = NeighborTable::view("E2V", "Edge", "Vertex", 0, nv, 2, nothing.unreadable<std::int32_t>(), 2, 1);
+  ProgramBuilder pb("no_edges");
+  Expr pv = pb.field("pv", {Vertex, K}, DType::float64);
+  Expr out = pb.field("out", {Vertex, K}, DType::float64), n = pb.scalar("nv", DType::int32), levels = pb.scalar("nk", DType::int32);
+  pb.call("gather", max_over((pv(E2V[0]) - pv(E2V[1]))(V2E), V2E), {out}, {{Vertex, 0, n}, {K, 0, levels}});
+  const ir::Program p = pb.build();
+  std::vector<double> vertices(nv * nk, 2.5);
+  const std::vector<double> plain(nv * nk, std::numeric_limits<double>::lowest());  // the max of nothing
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+    const std::vector<std::int64_t> strides =
+        layout == Layout::vertical_fastest ? std::vector<std::int64_t>{nk, 1} : std::vector<std::int64_t>{1, nv};
+    Field fv = Field::view(vertices.data(), {Vertex, K}, DType::float64, {nv, nk}, strides);
+    const auto run = [&](const std::function<void(const Arguments&)>& call) {
+      std::vector<double> result(nv * nk, -1.0);
+      Field fresult = Field::view(result.data(), {Vertex, K}, DType::float64, {nv, nk}, strides);
+      Arguments a;
+      a.field("pv", fv).field("out", fresult).connectivity("V2E", v2e_table).connectivity("E2V", e2v_table);
+      call(a.scalar("nv", nv).scalar("nk", nk));
+      return result;
+    };
+    EXPECT_EQ(run([&](const Arguments& a) { run_reference(p, a); }), plain) << to_string(layout);
+    for (int threads : {1, 2}) {
+      CompileOptions o = on_threads(threads);
+      o.layout = layout;
+      CompiledProgram program = compile(p, o);
+      EXPECT_EQ(run([&](const Arguments& a) { program(a); }), plain) << to_string(layout) << ", " << threads << " threads";
+    }
   }
 }
 

@@ -390,6 +390,48 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
   return fmt::format("{} + ({}{})", base, shift[0].first ? "-" : "", sum.substr(3));  // grouped: one row, one shift
 }
 
+// Branch-free reductions evaluate their operand at a stand-in for a missing neighbour: the
+// row's first neighbour, which the call reaches. A row without any neighbour has none, and an
+// element of no row the call reaches may lie outside everything the runtime checked (a field
+// that covers only the edges reached, a table without rows), so the loads through it are guarded
+// by the flag that the row has a neighbour ("reached:" + the index's local): such a value is
+// never added, only nothing may be read for it. The guard of a point is the conjunction of its
+// indices' flags (empty: every index is reached).
+std::string PointEmitter::reached_at(const Point& p, std::string& code, int ind) {
+  std::vector<std::string> flags;
+  for (const Index& i : p)
+    if (std::string f = lookup("reached:" + i.base); !f.empty() && std::find(flags.begin(), flags.end(), f) == flags.end())
+      flags.push_back(std::move(f));
+  if (flags.size() <= 1) return flags.empty() ? std::string() : flags[0];
+  std::sort(flags.begin(), flags.end());
+  std::string all;
+  for (const auto& f : flags) all += (all.empty() ? "" : " && ") + f;
+  const std::string key = "reached all:" + all;
+  if (std::string v = lookup(key); !v.empty()) return v;
+  const std::string v = fresh("reached");
+  code += fmt::format("{}const bool {} = {};\n", pad(ind), v, all);
+  memo_.back()[key] = v;
+  return v;
+}
+
+// `load` where `reached` holds, else `otherwise`, without reading; remembered so that a copy
+// of the loop where every row is full can read unguarded (unguarded()).
+std::string PointEmitter::guarded(const std::string& reached, const std::string& load, const std::string& otherwise) {
+  if (reached.empty()) return load;
+  std::string g = fmt::format("{} ? {} : {}", reached, load, otherwise);
+  guarded_loads_.emplace_back(g, load);
+  return g;
+}
+
+std::string PointEmitter::unguarded(std::string body) const {
+  for (const auto& [g, load] : guarded_loads_) {
+    const std::string from = " = " + g + ";", to = " = " + load + ";";
+    for (std::size_t at = body.find(from); at != std::string::npos; at = body.find(from, at + to.size()))
+      body.replace(at, from.size(), to);
+  }
+  return body;
+}
+
 std::string PointEmitter::fresh(const char* prefix) { return fmt::format("{}{}", prefix, counter_++); }
 
 std::string PointEmitter::lookup(const std::string& key) const {
@@ -428,7 +470,9 @@ std::string PointEmitter::gen_uncached(const Expr& e, const Point& p, int comp, 
         FIELDFLOW_ASSERT(loop_point, "register value " + e.name + " read away from the loop point");
         return r->second;
       }
-      return define(t, fmt::format("{}[{}]", use_buffer(e.name, false), element(e.name, p, code, ind)), code, ind);
+      return define(t, guarded(reached_at(p, code, ind), fmt::format("{}[{}]", use_buffer(e.name, false), element(e.name, p, code, ind)),
+                               fmt::format("{}(0)", ctype(t))),
+                    code, ind);
     case ExprKind::scalar_ref: return use_scalar(e.name);
     case ExprKind::literal: return literal(e.literal, dialect_);
     case ExprKind::index: {
@@ -564,8 +608,10 @@ void PointEmitter::mask_sparse_read(const std::string& name, const Point& p, std
     const Index* slot = find(p, c.local);
     if (!src || !slot || src->str() == reduce_src_[r]) continue;  // the reduction's own row: checked there
     const std::string t = use_table(c);
+    const std::string reached = lookup("reached:" + src->str());
     const std::string present = fmt::format(
-        "({} >= 0)", table_entry(t, fmt::format("std::int64_t({1}) * {0}_rs + std::int64_t({2}) * {0}_ns", t, src->str(), slot->str())));
+        "({}{} >= 0)", reached.empty() ? "" : reached + " && ",
+        table_entry(t, fmt::format("std::int64_t({1}) * {0}_rs + std::int64_t({2}) * {0}_ns", t, src->str(), slot->str())));
     if (reduce_ok_[r].empty()) code += fmt::format("{}if (!{}) continue;  // a skipped slot of {}\n", pad(ind), present, name);
     else code += fmt::format("{0}{1} = {1} && {2};  // a skipped slot of {3}\n", pad(ind), reduce_ok_[r], present, name);
   }
@@ -747,9 +793,13 @@ std::string PointEmitter::neighbor(const Connectivity& c, const std::string& src
   if (v.empty()) {
     const std::string t = use_table(c);
     v = fresh("nb");
+    // A row of an element that may not be reached is read only where it is (-1 elsewhere: no
+    // neighbour, so nothing is read through it either).
+    const std::string reached = lookup("reached:" + src);
     code += fmt::format("{}const std::int32_t {} = {};\n", pad(ind), v,
-                        table_entry(t, fmt::format("std::int64_t({1}) * {0}_rs + std::int64_t({2}) * {0}_ns", t, src, slot)));
+                        guarded(reached, table_entry(t, fmt::format("std::int64_t({1}) * {0}_rs + std::int64_t({2}) * {0}_ns", t, src, slot)), "-1"));
     memo_.back()[key] = v;
+    if (!reached.empty()) memo_.back()["reached:" + v] = reached;
   }
   // Fixed-index shifts (Missing::error) need no check here: the runtime has checked every table
   // row they read for skip values before the call (CompiledProgram::Impl::check_reads).
@@ -795,24 +845,34 @@ std::string PointEmitter::in_bounds_neighbor(const Connectivity& c, const std::s
                       "{0}const std::int32_t {3} = {1} ? {2} : {4};\n", pad(ind), present, nb, safe, stand_in);
   memo_.back()[neighbor_key(c, src, slot)] = safe;
   memo_.back()["present:" + safe] = present;
+  // The stand-in is reached only if the row has a neighbour (then src is reached too: the
+  // entries of a row not reached are -1).
+  memo_.back()["reached:" + safe] = lookup("row present:" + neighbor_key(c, src, "*"));
   return present;
 }
 
-// The first neighbour row `src` of `c` has (0 if it has none): what branch-free code reads in place
-// of a missing one. It is an element the call reaches through this row, so everything read there
-// was checked before the call; element 0 (what it read before) may be outside a field that covers
-// only what is reached, or a row of a chained table without the neighbours read through it.
+// The first neighbour row `src` of `c` has: what branch-free code reads in place of a missing one.
+// It is an element the call reaches through this row, so everything read there was checked before
+// the call; element 0 (what it read before) may be outside a field that covers only what is
+// reached, or a row of a chained table without the neighbours read through it. A row without any
+// neighbour has no such element: its flag ("row present:") guards every load through the stand-in
+// (reached_at), which is then 0 only as a value, never read at.
 std::string PointEmitter::present_in_row(const Connectivity& c, const std::string& src, std::string& code, int ind) {
   const std::string key = "first present:" + neighbor_key(c, src, "*");
   if (std::string v = lookup(key); !v.empty()) return v;
   std::vector<std::string> entries;  // looked up in slot order
   for (int slot = 0; slot < c.max_neighbors; ++slot)
     entries.push_back(neighbor(c, src, std::to_string(slot), Missing::unchecked, code, ind));
-  std::string choice = "0";
-  for (auto nb = entries.rbegin(); nb != entries.rend(); ++nb) choice = fmt::format("{0} >= 0 ? {0} : {1}", *nb, choice);
-  const std::string v = fresh("nb");
+  std::string choice = "0", any;
+  for (auto nb = entries.rbegin(); nb != entries.rend(); ++nb) {
+    choice = fmt::format("{0} >= 0 ? {0} : {1}", *nb, choice);
+    any = fmt::format("{} >= 0{}{}", *nb, any.empty() ? "" : " || ", any);
+  }
+  const std::string v = fresh("nb"), row = fresh("row_present");
   code += fmt::format("{}const std::int32_t {} = {};  // the first neighbour present\n", pad(ind), v, choice);
+  code += fmt::format("{}const bool {} = {};  // else nothing of this row is reached\n", pad(ind), row, any);
   memo_.back()[key] = v;
+  memo_.back()["row present:" + neighbor_key(c, src, "*")] = row;
   return v;
 }
 

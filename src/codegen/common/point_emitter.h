@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/schedule.h"
@@ -142,6 +143,17 @@ class PointEmitter {
   std::string element(const std::string& name, const Point& p, std::string& code, int ind, bool row_local = true);
   static std::string pad(int ind) { return pad_text(ind); }
   std::string fresh(const char* prefix);
+  // The flag under which every index of p is an element the call reaches (empty: always), and a
+  // load read only under such a flag (point_emitter.cpp).
+  std::string reached_at(const Point& p, std::string& code, int ind);
+  std::string guarded(const std::string& reached, const std::string& load, const std::string& otherwise);
+
+ public:
+  // `body` with every guarded load read unguarded: for a copy of a loop that runs only where
+  // every neighbour the reductions read is present, so that every element is reached.
+  std::string unguarded(std::string body) const;
+
+ protected:
   std::string lookup(const std::string& key) const;
   std::string gen(const ir::Expr& e, const Point& p, int comp, std::string& code, int ind);
   std::string define(DType t, const std::string& expr, std::string& code, int ind);
@@ -187,6 +199,7 @@ class PointEmitter {
   // Buffers whose value at this kernel's loop point is a local: the carries of the scan this
   // kernel is fused into (fuse_scan_consumers). Read nowhere else.
   std::map<std::string, std::string> registers_;
+  std::vector<std::pair<std::string, std::string>> guarded_loads_;  // (guarded, plain) values
 };
 
 }  // namespace fieldflow::codegen

@@ -313,24 +313,28 @@ class KernelEmitter : public PointEmitter {
       return candidates + versioned(shared.condition, "one column shared by every pair", others,
                                     vector_loop(shared.fast_body, ind + 1), vector_loop(body, ind + 1), ind);
     };
-    const auto unit_versions = [&](int ind) {
-      if (split.unit_factors.empty()) return shared_versions(split.body, ind);
+    const auto unit_versions = [&](const HoistedLoopBody& loop, int ind) {
+      if (loop.unit_factors.empty()) return shared_versions(loop.body, ind);
       std::string units, prelude;
-      for (const auto& u : split.unit_factors) units += fmt::format("{0}({1} == 1 || {1} == -1)", units.empty() ? "" : " && ", u);
-      for (const auto& statement : split.fast_prelude) prelude += pad(ind + 1) + statement + "\n";
-      return versioned(units, "unit factors", prelude, shared_versions(split.fast_body, ind + 1), vector_loop(split.body, ind + 1), ind);
+      for (const auto& u : loop.unit_factors) units += fmt::format("{0}({1} == 1 || {1} == -1)", units.empty() ? "" : " && ", u);
+      for (const auto& statement : loop.fast_prelude) prelude += pad(ind + 1) + statement + "\n";
+      return versioned(units, "unit factors", prelude, shared_versions(loop.fast_body, ind + 1), vector_loop(loop.body, ind + 1), ind);
     };
     code += split.invariant;
     if (split.masks.empty()) {
-      code += unit_versions(n + 1);
+      code += unit_versions(split, n + 1);
     } else {
+      // Where every neighbour is present, every element is reached: the copy reads unguarded.
+      HoistedLoopBody full = split;
+      full.body = unguarded(full.body);
+      full.fast_body = unguarded(full.fast_body);
       std::string full_row, fixed;
       for (const auto& m : split.masks) {
         full_row += (full_row.empty() ? "" : " && ") + m;
         fixed += fmt::format("{}{} = true", fixed.empty() ? "" : ", ", m);
       }
       code += versioned(full_row, "every neighbour present", fmt::format("{}  const bool {};\n", pad(n + 1), fixed),
-                        unit_versions(n + 2), vector_loop(split.body, n + 2), n + 1);
+                        unit_versions(full, n + 2), vector_loop(split.body, n + 2), n + 1);
     }
     for (int a = n; a >= 2; --a) code += pad(a) + "}\n";
     code += (report.empty() ? "" : "    " + report) + "  }\n";
