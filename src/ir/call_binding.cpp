@@ -175,11 +175,36 @@ void check_outputs_distinct(const Program& p, const std::vector<Field*>& fields)
     for (const auto& out : st.outputs) check_output_elements_distinct(p, out, *fields[p.index_of(out)]);
 }
 
-void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields) {
+namespace {
+// An output written over a neighbour table the call reads would change the neighbours while the
+// kernels follow them: compiled code would read through whatever the output wrote there, and the
+// reference's result would depend on the order it visits points in. Spans first (no allocation:
+// the steady-state call path runs this); where they meet, the entries as an int32 field over the
+// table's source and local dimensions, element by element (a table may interleave with an array
+// it shares no entry with).
+void check_output_shares_no_table(const Program& p, const std::string& out, const Field& of, const Param& prm,
+                                  const NeighborTable& t) {
+  if (of.size() == 0 || t.n_source == 0 || t.max_neighbors == 0) return;
+  const auto address = [](const void* x) { return reinterpret_cast<std::uintptr_t>(x); };
+  const std::uintptr_t o = address(of.data()), e = address(t.entries());
+  if (!(o < e + t.span_bytes() && e < o + of.span_bytes())) return;
+  const Field entries = Field::view(const_cast<std::int32_t*>(t.entries()), {prm.conn.source, prm.conn.local}, DType::int32,
+                                    {t.n_source, t.max_neighbors}, {t.source_stride(), t.neighbor_stride()});
+  if (element_overlap(of, entries) == Overlap::none) return;
+  throw ArgumentError(fmt::format("program '{}': output '{}' ({}) shares memory with the entries of neighbour table "
+                                  "'{}'; an output may not be written over a table the call reads", p.name, out,
+                                  of.describe(), prm.name));
+}
+}  // namespace
+
+void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields,
+                                   const std::vector<const NeighborTable*>& tables) {
   for (const auto& st : p.stmts)
     for (const auto& out : st.outputs) {
       const int o = p.index_of(out);
       const Field& of = *fields[o];
+      for (std::size_t i = 0; i < tables.size(); ++i)
+        if (tables[i]) check_output_shares_no_table(p, out, of, p.params[i], *tables[i]);
       for (std::size_t i = 0; i < fields.size(); ++i) {
         if (static_cast<int>(i) == o || !fields[i]) continue;
         const Field& other = *fields[i];
@@ -206,7 +231,7 @@ BoundCall bind_and_check_outputs(const Program& p, const Arguments& args) {
   // As the compiled runtime does: an output written through stride 0, or over another
   // argument's memory, would have no defined value.
   check_outputs_distinct(p, call.fields);
-  check_outputs_share_no_memory(p, call.fields);
+  check_outputs_share_no_memory(p, call.fields, call.tables);
   return call;
 }
 

@@ -54,8 +54,10 @@ void check_outputs_distinct(const Program& p, const std::vector<Field*>& fields)
 // points in. ArgumentError naming both otherwise. A field updated in place is one in/out
 // parameter, not two parameters over one array. Elements count, not spans: views that
 // interleave without sharing an element (the components of an array of structures, even and odd
-// columns) may both be outputs (ir/memory_overlap.h).
-void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields);
+// columns) may both be outputs (ir/memory_overlap.h). Nor does an output share an element with
+// the entries of a neighbour table (`tables`: per parameter, nullptr for others).
+void check_outputs_share_no_memory(const Program& p, const std::vector<Field*>& fields,
+                                   const std::vector<const NeighborTable*>& tables);
 
 // What the reference executor checks before it evaluates anything: the binding, every output
 // covering its statements' domains, every output's elements distinct and its memory its own.

@@ -67,9 +67,9 @@ void add_location_sizes(const ir::Program& p, const std::vector<const NeighborTa
 // Whether an output's own elements are distinct depends on its shape and strides only: checked
 // when they were bound (`strides_changed`), not when only the memory moved. The checks are the
 // reference's (ir/call_binding.h).
-void check_output_aliasing(const ir::Program& p, const std::vector<Field*>& fields, bool strides_changed) {
-  if (strides_changed) ir::check_outputs_distinct(p, fields);
-  ir::check_outputs_share_no_memory(p, fields);
+void check_output_aliasing(const ir::Program& p, const ir::BoundCall& bound, bool strides_changed) {
+  if (strides_changed) ir::check_outputs_distinct(p, bound.fields);
+  ir::check_outputs_share_no_memory(p, bound.fields, bound.tables);
 }
 
 ff_buffer describe_field(const Field& f, const std::vector<Dimension>& canonical) {
@@ -183,7 +183,7 @@ CompiledProgram::Impl::Change CompiledProgram::Impl::what_changed(const Argument
 
 void CompiledProgram::Impl::rebind_field_data() {
   const ir::Program& p = image.program;
-  check_output_aliasing(p, binding.bound.fields, false);
+  check_output_aliasing(p, binding.bound, false);
   for (std::size_t i = 0; i < p.params.size(); ++i)
     if (const Field* f = binding.bound.fields[i]; f && f->data() != binding.data[i]) {
       binding.data[i] = f->data();
@@ -232,7 +232,7 @@ void CompiledProgram::Impl::bind(const Arguments& args) {
                                     "Layout::any)", p.name, to_string(layout), p.params[i].name,
                                     unit.name, f->strides()[axis], to_string(layout)));
   }
-  check_output_aliasing(p, bound.fields, true);
+  check_output_aliasing(p, bound, true);
   binding.names.clear();
   binding.param_of_entry.clear();
   binding.data.assign(n, nullptr);

@@ -489,6 +489,35 @@ TEST(CApiBadInput, OutputsAliasingEachOtherOrAnInput) {
   expect_words(message(), {"pnabla_x", "pp"});
 }
 
+// Found by fuzz_c_api: an output over the entries of a neighbour table was accepted, and the
+// kernels followed the neighbours it wrote out of every array (a segfault). Both the compiled
+// program and the reference refuse it now; nothing is written.
+TEST(CApiBadInput, AnOutputOverANeighbourTable) {
+  const examples::Example& ex = examples::example("fvm_nabla");
+  CallerArguments args(ex, small, Layout::vertical_fastest, Order::c, 0);
+  Program p("fvm_nabla", options_for(Layout::vertical_fastest));
+  FF_ASSERT_OK(args.set_all(p.p, Order::c));
+  const std::vector<std::int32_t>& v2e = args.tables.at("V2E");  // C order [n_vertices][6]
+  const std::int64_t n_vertices = args.instance.mesh->n_vertices, n_edges = args.instance.mesh->n_edges;
+  Buffer& y = args.fields.at("pnabla_y");
+  // The table's entries at the start of memory that also holds all of pnabla_y.
+  std::vector<std::int32_t> shared(v2e.size() + y.storage.size() / sizeof(std::int32_t));
+  std::copy(v2e.begin(), v2e.end(), shared.begin());
+  FF_ASSERT_OK(ff_program_set_table(p.p, "V2E", shared.data(), n_vertices, n_edges, 6, 6, 1));
+  FF_ASSERT_OK(ff_program_set_field(p.p, "pnabla_y", FF_DTYPE_FLOAT64, shared.data(), 2, y.shape.data(), y.strides.data(),
+                                    y.origin.data()));
+  const std::vector<std::int32_t> before = shared;
+  const std::vector<std::byte> x_before = args.fields.at("pnabla_x").storage;
+  EXPECT_EQ(ff_program_run(p.p), FF_ERROR_ARGUMENT);
+  expect_words(message(), {"fvm_nabla", "pnabla_y", "neighbour table 'V2E'", "shares memory"});
+  EXPECT_EQ(shared, before);
+  EXPECT_TRUE(x_before == args.fields.at("pnabla_x").storage);
+  // Past the table's last entry, the same memory is the output's own: accepted.
+  FF_ASSERT_OK(ff_program_set_field(p.p, "pnabla_y", FF_DTYPE_FLOAT64, shared.data() + v2e.size(), 2, y.shape.data(),
+                                    y.strides.data(), y.origin.data()));
+  EXPECT_EQ(ff_program_run(p.p), FF_OK) << ff_last_error();
+}
+
 TEST(CApiBadInput, OutOfRangeTableEntriesBeforeAnythingIsWritten) {
   const examples::Example& ex = examples::example("fvm_nabla");
   CallerArguments args(ex, small, Layout::vertical_fastest, Order::c, 0);

@@ -816,6 +816,65 @@ TEST(Views, AReductionOverNeighboursThatDoNotExistReadsNothing) {
   }
 }
 
+// A neighbour table and an int32 output interleaved in one array (rows of four: three entries,
+// then the output's element) share no element: accepted, by the reference and compiled code
+// alike, and equal to plain loops. An output over the entries themselves is refused by both
+// before anything is written (it would change the neighbours the kernels follow).
+TEST(Views, AnOutputInterleavedWithANeighbourTable) {
+  const Dimension Vertex = horizontal_dim("Vertex"), Edge = horizontal_dim("Edge");
+  const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 3);
+  constexpr int nv = 9, ne = 7;
+  std::vector<std::int32_t> memory(nv * 4);
+  for (int x = 0; x < nv; ++x)
+    for (int n = 0; n < 3; ++n) memory[static_cast<std::size_t>(x * 4 + n)] = (x + n) % 4 == 0 ? -1 : (x * 2 + n) % ne;
+  const NeighborTable table = NeighborTable::view("V2E", "Vertex", "Edge", nv, ne, 3, memory.data(), 4, 1);
+  std::vector<std::int32_t> edge_values(ne);
+  for (int e = 0; e < ne; ++e) edge_values[static_cast<std::size_t>(e)] = 10 * e + 3;
+  Field fe = Field::view(edge_values.data(), {Edge}, DType::int32, {ne}, {1});
+  ProgramBuilder pb("interleaved");
+  Expr pe = pb.field("pe", {Edge}, DType::int32), out = pb.field("out", {Vertex}, DType::int32), n = pb.scalar("nv", DType::int32);
+  pb.call("gather", neighbor_sum(pe(V2E), V2E), {out}, {{Vertex, 0, n}});
+  const ir::Program p = pb.build();
+  std::vector<std::int32_t> plain(nv, 0);
+  for (int x = 0; x < nv; ++x)
+    for (int k = 0; k < 3; ++k)
+      if (const std::int32_t e = memory[static_cast<std::size_t>(x * 4 + k)]; e >= 0)
+        plain[static_cast<std::size_t>(x)] += edge_values[static_cast<std::size_t>(e)];
+  const auto fourth = [&] {
+    std::vector<std::int32_t> v(nv);
+    for (int x = 0; x < nv; ++x) v[static_cast<std::size_t>(x)] = memory[static_cast<std::size_t>(x * 4 + 3)];
+    return v;
+  };
+  Field interleaved = Field::view(memory.data() + 3, {Vertex}, DType::int32, {nv}, {4});
+  Arguments a;
+  a.field("pe", fe).field("out", interleaved).connectivity("V2E", table).scalar("nv", nv);
+  run_reference(p, a);
+  EXPECT_EQ(fourth(), plain);
+  for (int threads : {1, 2}) {
+    for (int x = 0; x < nv; ++x) memory[static_cast<std::size_t>(x * 4 + 3)] = -7;
+    CompileOptions o = on_threads(threads);
+    o.layout = Layout::any;  // the output's stride is 4
+    compile(p, o)(a);
+    EXPECT_EQ(fourth(), plain) << threads << " threads";
+  }
+  // The output over the entries of vertices 0-2: refused, nothing written.
+  Field over_entries = Field::view(memory.data() + 1, {Vertex}, DType::int32, {nv}, {1});
+  Arguments bad;
+  bad.field("pe", fe).field("out", over_entries).connectivity("V2E", table).scalar("nv", nv);
+  const std::vector<std::int32_t> before = memory;
+  for (const bool compiled : {false, true}) {
+    try {
+      if (compiled) compile(p, CompileOptions{})(bad);
+      else run_reference(p, bad);
+      ADD_FAILURE() << "an output over a table's entries was accepted" << (compiled ? " (compiled)" : " (reference)");
+    } catch (const ArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("output 'out'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("neighbour table 'V2E'"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(memory, before);
+  }
+}
+
 // A model swaps time levels: the same views pointed at other memory each step. Results follow
 // the memory, and the aliasing check still applies on this fast path.
 TEST(Views, SetViewDataFollowsTimeLevels) {
