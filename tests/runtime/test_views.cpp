@@ -710,6 +710,20 @@ class AfterAnUnreadablePage {
   char* base_ = nullptr;
 };
 
+// `run` calls what it is given on the arguments it builds and returns the output: it equals
+// `plain` for the reference and for code compiled for `layout` on 1 and 2 threads.
+using Caller = std::function<void(const Arguments&)>;
+void expect_every_run_equals(const ir::Program& p, Layout layout, const std::function<std::vector<double>(const Caller&)>& run,
+                             const std::vector<double>& plain) {
+  EXPECT_EQ(run([&](const Arguments& a) { run_reference(p, a); }), plain) << to_string(layout);
+  for (int threads : {1, 2}) {
+    CompileOptions o = on_threads(threads);
+    o.layout = layout;
+    CompiledProgram program = compile(p, o);
+    EXPECT_EQ(run([&](const Arguments& a) { program(a); }), plain) << to_string(layout) << ", " << threads << " threads";
+  }
+}
+
 // A vertex without any edge reads nothing in a reduction over its edges: branch-free code reads
 // every slot at a stand-in element, and a row without neighbours has none the call reaches (edge
 // 0 here is before the memory of the edge field, which covers only edges 2-7, and E2V row 0 has
@@ -755,7 +769,7 @@ TEST(Views, AVertexWithoutEdgesReadsNothingInAReductionOverThem) {
       for (int k = 0; k < nk; ++k) vertices[static_cast<std::size_t>(x * strides[0] + k * strides[1])] = vertex_value(x, k);
     Field fe = Field::view(edges, {Edge, K}, DType::float64, {ne - 2, nk}, edge_strides, {2, 0});
     Field fv = Field::view(vertices.data(), {Vertex, K}, DType::float64, {nv, nk}, strides);
-    const auto run = [&](const std::function<void(const Arguments&)>& call) {
+    const auto run = [&](const Caller& call) {
       std::vector<double> result(nv * nk, -1.0);
       Field fresult = Field::view(result.data(), {Vertex, K}, DType::float64, {nv, nk}, strides);
       Arguments a;
@@ -767,13 +781,7 @@ TEST(Views, AVertexWithoutEdgesReadsNothingInAReductionOverThem) {
           by_vertex[static_cast<std::size_t>(x * nk + k)] = result[static_cast<std::size_t>(x * strides[0] + k * strides[1])];
       return by_vertex;
     };
-    EXPECT_EQ(run([&](const Arguments& a) { run_reference(p, a); }), plain) << to_string(layout);
-    for (int threads : {1, 2}) {
-      CompileOptions o = on_threads(threads);
-      o.layout = layout;
-      CompiledProgram program = compile(p, o);
-      EXPECT_EQ(run([&](const Arguments& a) { program(a); }), plain) << to_string(layout) << ", " << threads << " threads";
-    }
+    expect_every_run_equals(p, layout, run, plain);
   }
 }
 
@@ -798,7 +806,7 @@ TEST(Views, AReductionOverNeighboursThatDoNotExistReadsNothing) {
     const std::vector<std::int64_t> strides =
         layout == Layout::vertical_fastest ? std::vector<std::int64_t>{nk, 1} : std::vector<std::int64_t>{1, nv};
     Field fv = Field::view(vertices.data(), {Vertex, K}, DType::float64, {nv, nk}, strides);
-    const auto run = [&](const std::function<void(const Arguments&)>& call) {
+    const auto run = [&](const Caller& call) {
       std::vector<double> result(nv * nk, -1.0);
       Field fresult = Field::view(result.data(), {Vertex, K}, DType::float64, {nv, nk}, strides);
       Arguments a;
@@ -806,13 +814,7 @@ TEST(Views, AReductionOverNeighboursThatDoNotExistReadsNothing) {
       call(a.scalar("nv", nv).scalar("nk", nk));
       return result;
     };
-    EXPECT_EQ(run([&](const Arguments& a) { run_reference(p, a); }), plain) << to_string(layout);
-    for (int threads : {1, 2}) {
-      CompileOptions o = on_threads(threads);
-      o.layout = layout;
-      CompiledProgram program = compile(p, o);
-      EXPECT_EQ(run([&](const Arguments& a) { program(a); }), plain) << to_string(layout) << ", " << threads << " threads";
-    }
+    expect_every_run_equals(p, layout, run, plain);
   }
 }
 
