@@ -6,7 +6,8 @@
 //  - scans (whose values exist only over the statement's K range) only appear in statements over
 //    the full K range, and are never shifted vertically outside a guarded branch;
 //  - neighbour shifts with a fixed index only use table slots that never hold -1 (except, rarely,
-//    on purpose: then both backends must reject the call alike);
+//    on purpose: then both backends must reject the call alike; and in a call whose data
+//    emptied two rows of a table, emptied_rows);
 //  - dynamic offsets are clamped into [0, nk) along K and into the halo budget along I and J
 //    (except, one in eight, on purpose: reads that leave the fields, rejected while running);
 //  - integer leaves are sometimes near their type's limits (literals, and one input element in
@@ -1040,7 +1041,24 @@ CallData make_call_data(const FuzzCase& c, std::size_t size_index, Layout layout
     }
     d.fields.emplace(p.name, std::move(f));
   }
+  if (const auto emptied = emptied_rows(c, size_index)) {
+    NeighborTable& t = d.mesh->tables.at(emptied->table);
+    for (const std::int64_t row : {std::int64_t{0}, static_cast<std::int64_t>(emptied->row_draw % static_cast<std::uint64_t>(t.n_source))})
+      for (int k = 0; k < t.max_neighbors; ++k) t.data[static_cast<std::size_t>(row * t.max_neighbors + k)] = -1;
+  }
   return d;
+}
+
+// Its own generator, so that every other value of a seed stays what it was.
+std::optional<EmptiedRows> emptied_rows(const FuzzCase& c, std::size_t size_index) {
+  std::vector<std::string> tables;
+  for (const ir::Param& p : c.program.params)
+    if (p.kind == ir::ParamKind::connectivity) tables.push_back(p.name);
+  if (!c.bounded || tables.empty()) return std::nullopt;
+  std::mt19937_64 rng(c.seed * 0xD1B54A32D192ED03ull + size_index * 131 + 17);
+  if (rng() % 4 != 0) return std::nullopt;
+  const std::string table = tables[rng() % tables.size()];
+  return EmptiedRows{table, rng()};
 }
 
 std::string field_to_shorten(const FuzzCase& c, std::size_t size_index) {

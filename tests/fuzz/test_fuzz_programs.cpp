@@ -179,6 +179,17 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
       }
     }
     if (domains.size() > 1) seen["statements over different domains"]++;
+    for (std::size_t si = 0; si < c.sizes.size(); ++si)  // a call in which a reduced table lacks whole rows
+      if (const auto emptied = emptied_rows(c, si)) {
+        bool reduced = false;
+        for (const ir::Stmt& st : c.program.stmts)
+          for (const ir::Expr* e : ir::post_order(st.expr))
+            reduced |= e->kind == ir::ExprKind::reduce && e->conn.name == emptied->table;
+        if (reduced) {
+          seen["a reduction over a table with emptied rows"]++;
+          break;
+        }
+      }
     // What the GPU schedule makes of it: consumers in a sweep's level loop (fuse_scan_consumers).
     passes::PipelineOptions cuda;
     cuda.target = Device::cuda;
@@ -226,7 +237,8 @@ TEST(FuzzGenerator, SuiteSeedsCoverTheFeatures) {
         "transient producer in a sweep (cuda)", "fused scan result also stored (cuda)", "runs of levels (cuda)",
         "reduce of float32", "reduce of int32", "reduce of int64", "table V2E2V", "table E2C2E", "table C2E2C",
         "shifted integer field", "shifted bool field", "bool at a neighbour", "tuple parameter",
-        "domain bound through minimum, maximum, // or %", "concat_where bound through minimum or maximum"})
+        "domain bound through minimum, maximum, // or %", "concat_where bound through minimum or maximum",
+        "a reduction over a table with emptied rows"})
     EXPECT_GE(seen[feature], 5) << feature;
   EXPECT_GE(seen["runs of levels that check reads (cuda)"], 3);  // a dynamic offset in a mesh kernel's run
   for (const auto& [feature, n] : seen)
