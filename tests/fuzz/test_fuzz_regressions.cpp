@@ -2,6 +2,8 @@
 // reference executor. A defect not fixed yet gets a test named DISABLED_...; run those with
 // --gtest_also_run_disabled_tests (none today).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -554,6 +556,54 @@ TEST(FuzzRegressions, AnOffsetOutsideTheFieldIsCheckedBeforeItIsRead) {
     EXPECT_EQ(bad, std::vector<std::string>(4, "DomainError"));
     for (const Field& x : bad_results) EXPECT_TRUE(same_bits(r, x, "o (unchanged)"));
   }
+}
+
+// Fuzzer seed 80 under UBSan (the ASan build of the CTest seeds; a bool loaded with value 165, a
+// guard byte): a field read at a dynamic offset along K whose extent along K is empty (the
+// harness cuts a mesh field by up to three points, here both of nk = 2 levels). Every such read
+// fails its in-kernel check, whose fallback, the box's first level, is no element either: the
+// load read before the field's memory. The reference refuses the call; so must every backend,
+// reading nothing. The field's data is an unreadable page: any read faults.
+TEST(FuzzRegressions, AFieldWithoutLevelsIsNeverReadAtADynamicOffset) {
+  ProgramBuilder pb("dynamic_offset_into_nothing");
+  auto col = pb.field("col", {K}, DType::float64), a = pb.field("a", {I, K}, DType::float64);
+  auto off = pb.field("off", {K}, DType::int32), o = pb.field("o", {I, K}, DType::float64);
+  auto ni = pb.scalar("ni", DType::int32), nk = pb.scalar("nk", DType::int32);
+  pb.call("s", col(K + off) + a, {o}, {{I, 0, ni}, {K, 0, nk}});
+  const ir::Program p = pb.build();
+  const int n_i = 19, n_k = 2;
+  const long page = sysconf(_SC_PAGESIZE);
+  void* unreadable = mmap(nullptr, static_cast<std::size_t>(page), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(unreadable, MAP_FAILED);
+  for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+    SCOPED_TRACE(to_string(layout));
+    Field fcol = Field::view(unreadable, {K}, DType::float64, {0}, {1}, {2});  // levels [2, 2): none
+    Field foff({K}, DType::int32, {n_k}, {}, layout), fa({I, K}, DType::float64, {n_i, n_k}, {}, layout);
+    for (std::int64_t n = 0; n < fa.size(); ++n) fa.set_from_double(n, 0.25 * static_cast<double>(n));
+    Field r({I, K}, DType::float64, {n_i, n_k}, {}, layout);
+    for (std::int64_t n = 0; n < r.size(); ++n) r.set_from_double(n, -1.0 - static_cast<double>(n));
+    for (int path = 0; path < 4; ++path) {  // reference, CPU with 1 and 3 threads, emulated CUDA
+      SCOPED_TRACE(path);
+      Field x = r.clone();
+      const Arguments args =
+          Arguments().field("col", fcol).field("a", fa).field("off", foff).field("o", x).scalar("ni", n_i).scalar("nk", n_k);
+      const auto call = [&] {
+        if (path == 0) {
+          run_reference(p, args);
+        } else if (path < 3) {
+          CompileOptions options = testing_support::cpu_options(layout);
+          options.num_threads = path == 1 ? 1 : 3;
+          options.parallel_threshold = 0;
+          compile(p, options)(args);
+        } else {
+          driver::compile_cuda_emulated(p, testing_support::cpu_options(layout))(args);
+        }
+      };
+      EXPECT_THROW(call(), DomainError);
+      EXPECT_TRUE(same_bits(r, x, "o (unchanged)"));
+    }
+  }
+  munmap(unreadable, static_cast<std::size_t>(page));
 }
 
 // Fuzzer seed 186 (shrunk, class 26): one element of a choice between two tuples, where the

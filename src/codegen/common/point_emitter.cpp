@@ -325,7 +325,7 @@ std::string PointEmitter::sym_op(const ir::SymOp& op) {
 // per access (as row locals, masked_update's in-place loop took 10% more instructions), and so do
 // accesses whose coordinates are not plain loop variables (neighbours, dynamic offsets, blocks).
 std::string PointEmitter::element(const std::string& name, const Point& p, std::string& code, int ind,
-                                  bool row_local) {
+                                  bool row_local, std::string* in_box) {
   const int b = buffer_index(name);
   auto [dtype, dims] = buffer_type(name);
   const Dimension unit = unit_dim(name, dims);
@@ -349,13 +349,17 @@ std::string PointEmitter::element(const std::string& name, const Point& p, std::
     if (along_block) {
       idx = fmt::format("({} - {})", i->str(), block_start(dims[a]));  // the column's place in this thread's block
     } else if (i->dynamic) {
-      // Data-dependent offsets are checked against the buffer's box; a miss flags an error.
-      const std::string d = fresh("dyn");
+      // Data-dependent offsets are checked against the buffer's box; a miss flags an error, and
+      // the load is not made (in_box): the box's first index, which the offset then becomes, is
+      // no element when the box is empty along this dim (a field without levels).
+      FIELDFLOW_ASSERT(in_box, "buffer " + name + " read at a dynamic offset where nothing guards the load");
+      const std::string d = fresh("dyn"), inside = fresh("in_box");
       code += fmt::format("{}std::int64_t {} = {};\n", pad(ind), d, idx);
       const std::string box_lo = word({CallWord::Kind::buffer_lo, b, static_cast<int>(a)});
       const std::string box_hi = word({CallWord::Kind::buffer_hi, b, static_cast<int>(a)});
-      code += fmt::format("{0}if ({1} < {2} || {1} >= {3}) {{ err |= ff_error_dynamic_offset; {1} = {2}; }}\n", pad(ind),
-                          d, box_lo, box_hi);
+      code += fmt::format("{}const bool {} = {} >= {} && {} < {};\n", pad(ind), inside, d, box_lo, d, box_hi);
+      code += fmt::format("{0}if (!{1}) {{ err |= ff_error_dynamic_offset; {2} = {3}; }}\n", pad(ind), inside, d, box_lo);
+      *in_box = in_box->empty() ? inside : *in_box + " && " + inside;
       uses_error_ = true;
       // Checked in 64 bits, then a coordinate in the buffer's box, of the coordinates' type: a
       // 64-bit term would make a 32-bit kernel's whole offset 64-bit arithmetic again.
@@ -470,9 +474,13 @@ std::string PointEmitter::gen_uncached(const Expr& e, const Point& p, int comp, 
         FIELDFLOW_ASSERT(loop_point, "register value " + e.name + " read away from the loop point");
         return r->second;
       }
-      return define(t, guarded(reached_at(p, code, ind), fmt::format("{}[{}]", use_buffer(e.name, false), element(e.name, p, code, ind)),
-                               fmt::format("{}(0)", ctype(t))),
-                    code, ind);
+    {
+      std::string in_box;  // a read at a dynamic offset: only where it is inside the field
+      const std::string zero = fmt::format("{}(0)", ctype(t));
+      std::string load = fmt::format("{}[{}]", use_buffer(e.name, false), element(e.name, p, code, ind, true, &in_box));
+      if (!in_box.empty()) load = fmt::format("({} ? {} : {})", in_box, load, zero);
+      return define(t, guarded(reached_at(p, code, ind), load, zero), code, ind);
+    }
     case ExprKind::scalar_ref: return use_scalar(e.name);
     case ExprKind::literal: return literal(e.literal, dialect_);
     case ExprKind::index: {

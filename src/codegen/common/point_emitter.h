@@ -139,8 +139,10 @@ class PointEmitter {
   std::string sym_op(const ir::SymOp& op);
   // The index of `name` at p in its buffer. With row_local, for a buffer this kernel reads across
   // rows, the coordinates away from the unit-stride dimension go into a `row` local declared in
-  // `code` (once per scope).
-  std::string element(const std::string& name, const Point& p, std::string& code, int ind, bool row_local = true);
+  // `code` (once per scope). An index at a dynamic offset is checked against the buffer's box
+  // in `code`; `in_box` (required then) gets the flag that it is inside, which must guard the load.
+  std::string element(const std::string& name, const Point& p, std::string& code, int ind, bool row_local = true,
+                      std::string* in_box = nullptr);
   static std::string pad(int ind) { return pad_text(ind); }
   std::string fresh(const char* prefix);
   // The flag under which every index of p is an element the call reaches (empty: always), and a
