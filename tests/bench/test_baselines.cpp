@@ -2,8 +2,10 @@
 // bit for bit: every baseline, in both layouts, against the reference executor, compiled with the
 // benchmark's flags, on small sizes (including a single level, the edge case of the vertical
 // solver) and on sizes above every block size of the baselines (vadv: several 8-column blocks and
-// 2-row blocks with remainders, more levels than the benchmark's 80: 17x19x83), on tori and on
-// the bounded mesh whose tables have skip values (11x9x83). Every field is compared, so inputs
+// 2-row blocks with remainders, more levels than the benchmark's 80: 17x19x83; the
+// horizontal-fastest mesh kernels' blocks of 128 elements, full and partial, with and without
+// missing neighbours: 20x17 and 23x19), on tori and on the bounded mesh whose tables have skip
+// values (11x9x83). Every field is compared, so inputs
 // and points outside the domain must be left untouched too. Each bound baseline is called twice (its scratch, allocated
 // once when bound, is reused), with 3 threads (per-thread scratch, uneven static schedules).
 #include <gtest/gtest.h>
@@ -55,7 +57,8 @@ std::vector<Case> all_cases() {
       // and the bounded mesh whose tables have skip values.
       const std::vector<examples::ExampleSize> sizes =
           ex.unstructured ? std::vector<examples::ExampleSize>{{5, 4, 7}, {3, 6, 1}, {9, 7, 5, true}, {4, 3, 2, true},
-                                                               {11, 9, 83, true}, {6, 5, 83}}
+                                                               {11, 9, 83, true}, {6, 5, 83},
+                                                               {20, 17, 3}, {23, 19, 3, true}}
                           : std::vector<examples::ExampleSize>{{11, 7, 9}, {5, 6, 1}, {3, 4, 2}, {13, 21, 6},
                                                                {17, 19, 83}};
       for (const auto& s : sizes) cases.push_back({ex.name, layout, s});
