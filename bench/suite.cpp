@@ -338,7 +338,7 @@ SuiteOptions SuiteOptions::quick_defaults() {
 
 std::string KernelConfig::size_text() const {
   const auto& ex = examples::example(program);
-  return ex.unstructured ? fmt::format("torus{}x{}x{}", size.nx, size.ny, size.nk)
+  return ex.unstructured ? fmt::format("{}{}x{}x{}", size.bounded ? "bounded" : "torus", size.nx, size.ny, size.nk)
                          : fmt::format("{}x{}x{}", size.nx, size.ny, size.nk);
 }
 
@@ -366,6 +366,16 @@ std::vector<KernelConfig> kernel_configs(bool quick) {
   };
   for (const char* p : {"fvm_nabla", "nabla4", "c2e2co_sum", "diffusion_chain"})
     for (const auto& s : {small_mesh, large_mesh}) v.push_back({p, vf, s});
+  // A mesh with a boundary (make_bounded_mesh: rows with skip values) in both layouts, beside the
+  // torus in horizontal_fastest: what the guards for missing neighbours cost, where rows without
+  // them run the unguarded copy of the loop and the others the general one.
+  examples::ExampleSize bounded_mesh = small_mesh;
+  bounded_mesh.bounded = true;
+  for (const char* p : {"fvm_nabla", "nabla4", "c2e2co_sum", "diffusion_chain"}) {
+    v.push_back({p, hf, small_mesh});
+    v.push_back({p, vf, bounded_mesh});
+    v.push_back({p, hf, bounded_mesh});
+  }
   return v;
 }
 

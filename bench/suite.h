@@ -41,7 +41,7 @@ struct KernelConfig {
   std::string program;
   Layout layout = Layout::vertical_fastest;
   examples::ExampleSize size;
-  std::string size_text() const;  // "256x256x80" or "torus 100x100 x80"
+  std::string size_text() const;  // "256x256x80", "torus100x100x80" or "bounded100x100x80"
 };
 
 // copy: the machine's DRAM-sized copy probe; case_copy: the same-bytes copy of one kernel
