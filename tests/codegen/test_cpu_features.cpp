@@ -7,9 +7,11 @@
 #include <cstring>
 #include <limits>
 
+#include "codegen/cpu/generate_cpu.h"
 #include "fieldflow/dsl.h"
 #include "fieldflow/errors.h"
 #include "fieldflow/mesh.h"
+#include "passes/pipeline.h"
 #include "support/backend_harness.h"
 
 namespace fieldflow {
@@ -206,6 +208,57 @@ TEST(CpuFeatures, OrientationProductsReassociateOnlyWhereTheFactorIsPlusMinusOne
   for (int threads : {1, 3}) {
     SCOPED_TRACE(threads);
     expect_backends_agree(pb.build(), f, s, t, Layout::vertical_fastest, threads);
+  }
+}
+
+// Horizontal-fastest mesh kernels run their elements in blocks, the level-invariant part (table
+// walks, masks, weights) once per element of a block, then the levels over the block
+// (generate_cpu.cpp, element_blocks). A divergence of fluxes through V2E and E2V (chained tables,
+// orientation products) on meshes of 280 vertices: several blocks and a remainder, spread over 1
+// and 3 threads. On the torus every neighbour is present; the bounded mesh's blocks hold runs of
+// elements with and without missing neighbours (its boundary rows). Vertices 200 on have one
+// factor that is not +-1 per row, so the later blocks take the copy without the folded products
+// and the earlier ones the copy with them. Vertical-fastest kernels keep their loops.
+TEST(CpuFeatures, HorizontalFastestMeshKernelsRunInElementBlocks) {
+  ProgramBuilder pb("blocks");
+  auto u = pb.field("u", {Vertex, K}, DType::float64);
+  auto w = pb.field("w", {Edge}, DType::float64);
+  auto sign = pb.field("sign", {Vertex, V2E.local}, DType::float64);
+  auto out = pb.field("out", {Vertex, K}, DType::float64);
+  auto nv = pb.scalar("nv", DType::int32);
+  auto nk = pb.scalar("nk", DType::int32);
+  const Expr flux = named("flux", (u(E2V[1]) - u(E2V[0])) * w);
+  pb.call("div", neighbor_sum(flux(V2E) * sign, V2E), {out}, {{Vertex, 0, nv}, {K, 0, nk}});
+  const ir::Program program = pb.build();
+  passes::PipelineOptions hf;
+  hf.layout = Layout::horizontal_fastest;
+  const std::string blocked = codegen::generate_cpu_source(passes::lower(program, hf));
+  EXPECT_NE(blocked.find("blk_run_full_[run_]"), std::string::npos) << blocked;
+  EXPECT_NE(blocked.find("if (blk_units_)"), std::string::npos) << blocked;
+  EXPECT_EQ(codegen::generate_cpu_source(passes::lower(program)).find("blk_"), std::string::npos);
+  for (const bool bounded : {false, true}) {
+    const Mesh mesh = bounded ? make_bounded_mesh(20, 14) : make_torus_mesh(20, 14);
+    SCOPED_TRACE(bounded ? "bounded mesh" : "torus");
+    ASSERT_GT(mesh.n_vertices, 256);
+    const std::int64_t levels = 3;
+    std::map<std::string, Field> f;
+    f.emplace("u", filled({Vertex, K}, DType::float64, {mesh.n_vertices, levels}));
+    f.emplace("w", filled({Edge}, DType::float64, {mesh.n_edges}, {}, 0.7));
+    Field sg({Vertex, V2E.local}, DType::float64, {mesh.n_vertices, 6});
+    const std::vector<double> not_unit = {0.3, 0.0, -0.0, 2.0, 1.0000000000000002, -0.7};
+    for (std::int64_t v = 0; v < mesh.n_vertices; ++v)
+      for (int q = 0; q < 6; ++q)
+        sg.at<double>({v, q}) = v >= 200 && q == v % 6 ? not_unit[v % not_unit.size()]
+                                                       : mesh.edge_orientation_v2e[v * 6 + q];
+    f.emplace("sign", std::move(sg));
+    f.emplace("out", filled({Vertex, K}, DType::float64, {mesh.n_vertices, levels}));
+    const std::map<std::string, Scalar> s{{"nv", Scalar(static_cast<std::int32_t>(mesh.n_vertices))},
+                                          {"nk", Scalar(static_cast<std::int32_t>(levels))}};
+    const std::map<std::string, const NeighborTable*> t{{"E2V", &mesh.table("E2V")}, {"V2E", &mesh.table("V2E")}};
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE(threads);
+      expect_backends_agree(program, f, s, t, Layout::horizontal_fastest, threads);
+    }
   }
 }
 

@@ -223,6 +223,18 @@ std::string trimmed(const std::string& s) {
 
 }  // namespace
 
+std::vector<HoistedLocal> hoisted_locals_read(const std::string& statements, const std::string& uses) {
+  const std::vector<std::string> used = identifiers(uses);
+  const std::set<std::string> read(used.begin(), used.end());
+  std::vector<HoistedLocal> out;
+  std::set<std::string> seen;
+  for (const Line& l : split_lines(statements)) {
+    const auto st = local_statement(l.text);
+    if (st && !st->type.empty() && read.count(st->name) && seen.insert(st->name).second) out.push_back({st->type, st->name});
+  }
+  return out;
+}
+
 HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string& loop_var) {
   const std::vector<Line> lines = split_lines(body);
   std::set<std::string> dependent{loop_var};

@@ -35,6 +35,17 @@ struct HoistedLoopBody {
 // nothing runs that the loop would not have run, and every value is the one the loop computed.
 HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string& loop_var);
 
+// A local declared by a statement that hoist_loop_invariants moved, and its type as written.
+struct HoistedLocal {
+  std::string type, name;
+};
+
+// The locals that `statements` (lines hoist_loop_invariants moved: declarations and assignments
+// of locals) declare and `uses` reads, in order of declaration. A loop nest that runs the hoisted
+// statements once per element of a block and the rest per level (a horizontal-fastest mesh
+// kernel) keeps these in per-block arrays.
+std::vector<HoistedLocal> hoisted_locals_read(const std::string& statements, const std::string& uses);
+
 // Branches of a vector loop's body on a condition that does not change along the loop: in a
 // loop across columns inside a level loop, `if (x_K == 0) {...} else {...}` (a boundary level).
 // GCC if-converts such a branch into both sides computed and blended (masked loads included) at

@@ -3,6 +3,7 @@
 #include "codegen/cpu/generate_cpu.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <fmt/format.h>
 #include <map>
@@ -289,6 +290,7 @@ class KernelEmitter : public PointEmitter {
               (report.empty() ? "" : "  " + report);
       return indent_nested(code);
     }
+    if (auto blocked = element_blocks(order, inner, red, report)) return indent_nested(*blocked);
     code += "  {\n";
     code += uses_error_ ? "    std::int32_t err = 0;\n" : "";
     code += n > 2 ? fmt::format("#pragma omp for collapse({}) schedule(static)\n", n - 1)
@@ -339,6 +341,113 @@ class KernelEmitter : public PointEmitter {
     for (int a = n; a >= 2; --a) code += pad(a) + "}\n";
     code += (report.empty() ? "" : "    " + report) + "  }\n";
     return indent_nested(code);
+  }
+
+  // A horizontal-fastest mesh kernel runs levels outside and elements inside, so at every level
+  // it would walk the neighbour tables again (chained ones too), with the stand-ins and masks for
+  // missing neighbours and the per-element weights: integer loads and selects at every point, 4-30x
+  // its vertical-fastest time (docs/performance.md). Instead the elements run in blocks: per
+  // block, what does not depend on the level is computed once per element into small arrays,
+  // then the levels run over the block and read it back with unit-stride loads, the way tuned
+  // model codes on this layout are written (ICON's nproma blocks; bench/baselines.cpp). Within a
+  // block, the runs of elements whose neighbours are all present take the copy of the loop without
+  // selects or guards (on a mesh with a boundary every block holds boundary elements), and a
+  // block whose unit-like factors are all +-1 the copy with those products folded. Empty where
+  // nothing worth keeping is level-invariant (no table is read there).
+  static constexpr int element_block = 128;
+  std::optional<std::string> element_blocks(const std::vector<Dimension>& order, const std::string& inner,
+                                            const std::string& red, const std::string& report) {
+    if (order.size() != 2 || s_.layout != Layout::horizontal_fastest || order[0].kind != DimKind::vertical ||
+        order[1].kind == DimKind::vertical)
+      return std::nullopt;
+    const Dimension& kdim = order[0];
+    const std::string x = var(order[1]);
+    const HoistedLoopBody per_element = hoist_loop_invariants(inner, var(kdim));
+    if (!reads_a_table(per_element.invariant)) return std::nullopt;
+    std::string hoisted = per_element.invariant;
+    for (const auto& statement : per_element.fast_prelude) hoisted += pad(4) + statement + "\n";
+    const std::vector<HoistedLocal> kept = hoisted_locals_read(hoisted, per_element.body + per_element.fast_body);
+    // The block's arrays stay within about a third of a 32 KiB L1 data cache.
+    std::size_t bytes = 0;
+    for (const auto& l : kept) bytes += l.type == "bool" ? 1 : l.type == "float" || l.type == "std::int32_t" ? 4 : 8;
+    int block = element_block;
+    while (block > 8 && bytes * static_cast<std::size_t>(block) > 12 * 1024) block /= 2;
+
+    std::string all_present, units;
+    for (const auto& m : per_element.masks) all_present += " && " + m;
+    for (const auto& u : per_element.unit_factors) units += fmt::format(" && ({0} == 1 || {0} == -1)", u);
+    std::string code = "  {\n";
+    code += uses_error_ ? "    std::int32_t err = 0;\n" : "";
+    code += "#pragma omp for schedule(static)\n";
+    code += fmt::format("    for (std::int64_t blk_ = {0}; blk_ < {1}; blk_ += {2}) {{\n"
+                        "      const std::int64_t blk_hi_ = {1} - blk_ < {2} ? {1} : blk_ + {2};\n",
+                        lo(order[1]), hi(order[1]), block);
+    for (const auto& l : kept) code += fmt::format("      {} blk_{}[{}];\n", l.type, l.name, block);
+    if (!all_present.empty()) code += fmt::format("      bool blk_full_[{}];\n", block);
+    if (!units.empty()) code += "      bool blk_units_ = true;\n";
+    code += for_header(x, "blk_", "blk_hi_", 3) + hoisted;
+    for (const auto& l : kept) code += fmt::format("        blk_{0}[{1} - blk_] = {0};\n", l.name, x);
+    if (!all_present.empty()) code += fmt::format("        blk_full_[{} - blk_] = true{};\n", x, all_present);
+    if (!units.empty()) code += fmt::format("        blk_units_ = blk_units_{};\n", units);
+    code += "      }\n";
+    if (!all_present.empty())  // the block's runs of elements with and without missing neighbours
+      code += fmt::format("      std::int64_t blk_run_[{0} + 1];\n"
+                          "      bool blk_run_full_[{0}];\n"
+                          "      int blk_runs_ = 0;\n"
+                          "      for (std::int64_t i_ = blk_; i_ < blk_hi_;) {{\n"
+                          "        const bool full_ = blk_full_[i_ - blk_];\n"
+                          "        blk_run_[blk_runs_] = i_;\n"
+                          "        blk_run_full_[blk_runs_++] = full_;\n"
+                          "        while (i_ < blk_hi_ && blk_full_[i_ - blk_] == full_) ++i_;\n"
+                          "      }}\n"
+                          "      blk_run_[blk_runs_] = blk_hi_;\n",
+                          block);
+    // A level's loop over elements [from, to) of the block, each element's kept values read back
+    // (the masks fixed to true in the copy for elements whose neighbours are all present). That
+    // copy is left to GCC's cost model: forced into vector form, its neighbour loads become
+    // gathers, slower on this AMD EPYC (Zen 4) than scalar loads (c2e2co_sum 3.6 ms against 1.7;
+    // docs/performance.md); the general copy's guarded loads and selects are faster as vectors
+    // (3.4 ms against 3.9 on the bounded mesh).
+    const auto elements = [&](const std::string& body, bool all_neighbours, const std::string& from,
+                              const std::string& to, int ind) {
+      std::string loads;
+      for (const auto& l : hoisted_locals_read(hoisted, body)) {
+        const bool fixed = all_neighbours && std::count(per_element.masks.begin(), per_element.masks.end(), l.name) > 0;
+        loads += fixed ? fmt::format("{}const bool {} = true;\n", pad(ind + 1), l.name)
+                       : fmt::format("{}const {} {} = blk_{}[{} - blk_];\n", pad(ind + 1), l.type, l.name, l.name, x);
+      }
+      const HoistedLoopBody level = hoist_loop_invariants(loads + body, x);
+      const std::string pragma = all_neighbours ? "" : "#pragma omp simd" + red + "\n";
+      return level.invariant + unswitched_loop(pragma, LoopRange{x, from, to}, level.body, ind);
+    };
+    const auto levels = [&](const std::string& body, const std::string& full_body, int ind) {
+      std::string code = loop(kdim, ind);
+      if (all_present.empty()) return code + elements(body, false, "blk_", "blk_hi_", ind + 1) + pad(ind) + "}\n";
+      code += fmt::format("{0}for (int run_ = 0; run_ < blk_runs_; ++run_) {{\n", pad(ind + 1));
+      code += versioned("blk_run_full_[run_]", "every neighbour present", "",
+                        elements(full_body, true, "blk_run_[run_]", "blk_run_[run_ + 1]", ind + 3),
+                        elements(body, false, "blk_run_[run_]", "blk_run_[run_ + 1]", ind + 3), ind + 2);
+      return code + pad(ind + 1) + "}\n" + pad(ind) + "}\n";
+    };
+    const std::string& body = per_element.body;
+    if (units.empty())
+      code += levels(body, unguarded(body), 3);
+    else
+      code += versioned("blk_units_", "unit factors in the whole block", "",
+                        levels(per_element.fast_body, unguarded(per_element.fast_body), 4), levels(body, unguarded(body), 4), 3);
+    code += "    }\n";
+    return code + (report.empty() ? "" : "    " + report) + "  }\n";
+  }
+
+  // Whether `code` loads from a neighbour table (the emitter names their pointers t<N>).
+  static bool reads_a_table(const std::string& code) {
+    for (std::size_t at = code.find('['); at != std::string::npos; at = code.find('[', at + 1)) {
+      std::size_t i = at;
+      while (i > 0 && std::isdigit(static_cast<unsigned char>(code[i - 1]))) --i;
+      if (i < at && i > 0 && code[i - 1] == 't' && (i == 1 || !(std::isalnum(static_cast<unsigned char>(code[i - 2])) || code[i - 2] == '_')))
+        return true;
+    }
+    return false;
   }
 
   std::string emit_scan() {
