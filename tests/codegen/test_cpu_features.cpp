@@ -164,10 +164,10 @@ TEST(CpuFeatures, NeighbourReductionsChainedShiftsAndSkipValues) {
 // the program's order. Both kinds of rows, overflowing and subnormal products included, equal the
 // reference bit for bit, on 1 and 3 threads (the parallel path), with a level count that leaves a
 // vector remainder.
-TEST(CpuFeatures, OrientationProductsReassociateOnlyWhereTheFactorIsPlusMinusOne) {
-  const Mesh mesh = make_torus_mesh(6, 5);  // every V2E neighbour present: the full-row copy
-  const std::int64_t nk = 19;
-  ProgramBuilder pb("orientation");
+// out = sum over V2E of ((u(E2V[1]) - u(E2V[0])) w) sign over vertices [0, nv) and nk levels: edge
+// fluxes through chained tables, times an orientation-like factor per row slot.
+ir::Program divergence_of_fluxes(const std::string& name, std::int64_t nk) {
+  ProgramBuilder pb(name);
   auto u = pb.field("u", {Vertex, K}, DType::float64);
   auto w = pb.field("w", {Edge}, DType::float64);
   auto sign = pb.field("sign", {Vertex, V2E.local}, DType::float64);
@@ -175,6 +175,13 @@ TEST(CpuFeatures, OrientationProductsReassociateOnlyWhereTheFactorIsPlusMinusOne
   auto nv = pb.scalar("nv", DType::int32);
   const Expr flux = named("flux", (u(E2V[1]) - u(E2V[0])) * w);
   pb.call("div", neighbor_sum(flux(V2E) * sign, V2E), {out}, {{Vertex, 0, nv}, {K, 0, nk}});
+  return pb.build();
+}
+
+TEST(CpuFeatures, OrientationProductsReassociateOnlyWhereTheFactorIsPlusMinusOne) {
+  const Mesh mesh = make_torus_mesh(6, 5);  // every V2E neighbour present: the full-row copy
+  const std::int64_t nk = 19;
+  const ir::Program program = divergence_of_fluxes("orientation", nk);
   std::map<std::string, Field> f;
   f.emplace("u", filled({Vertex, K}, DType::float64, {mesh.n_vertices, nk}));
   Field& uf = f.at("u");
@@ -207,7 +214,7 @@ TEST(CpuFeatures, OrientationProductsReassociateOnlyWhereTheFactorIsPlusMinusOne
   const std::map<std::string, const NeighborTable*> t{{"E2V", &mesh.table("E2V")}, {"V2E", &mesh.table("V2E")}};
   for (int threads : {1, 3}) {
     SCOPED_TRACE(threads);
-    expect_backends_agree(pb.build(), f, s, t, Layout::vertical_fastest, threads);
+    expect_backends_agree(program, f, s, t, Layout::vertical_fastest, threads);
   }
 }
 
@@ -220,16 +227,8 @@ TEST(CpuFeatures, OrientationProductsReassociateOnlyWhereTheFactorIsPlusMinusOne
 // factor that is not +-1 per row, so the later blocks take the copy without the folded products
 // and the earlier ones the copy with them. Vertical-fastest kernels keep their loops.
 TEST(CpuFeatures, HorizontalFastestMeshKernelsRunInElementBlocks) {
-  ProgramBuilder pb("blocks");
-  auto u = pb.field("u", {Vertex, K}, DType::float64);
-  auto w = pb.field("w", {Edge}, DType::float64);
-  auto sign = pb.field("sign", {Vertex, V2E.local}, DType::float64);
-  auto out = pb.field("out", {Vertex, K}, DType::float64);
-  auto nv = pb.scalar("nv", DType::int32);
-  auto nk = pb.scalar("nk", DType::int32);
-  const Expr flux = named("flux", (u(E2V[1]) - u(E2V[0])) * w);
-  pb.call("div", neighbor_sum(flux(V2E) * sign, V2E), {out}, {{Vertex, 0, nv}, {K, 0, nk}});
-  const ir::Program program = pb.build();
+  const std::int64_t levels = 3;
+  const ir::Program program = divergence_of_fluxes("blocks", levels);
   passes::PipelineOptions hf;
   hf.layout = Layout::horizontal_fastest;
   const std::string blocked = codegen::generate_cpu_source(passes::lower(program, hf));
@@ -240,7 +239,6 @@ TEST(CpuFeatures, HorizontalFastestMeshKernelsRunInElementBlocks) {
     const Mesh mesh = bounded ? make_bounded_mesh(20, 14) : make_torus_mesh(20, 14);
     SCOPED_TRACE(bounded ? "bounded mesh" : "torus");
     ASSERT_GT(mesh.n_vertices, 256);
-    const std::int64_t levels = 3;
     std::map<std::string, Field> f;
     f.emplace("u", filled({Vertex, K}, DType::float64, {mesh.n_vertices, levels}));
     f.emplace("w", filled({Edge}, DType::float64, {mesh.n_edges}, {}, 0.7));
@@ -252,8 +250,7 @@ TEST(CpuFeatures, HorizontalFastestMeshKernelsRunInElementBlocks) {
                                                        : mesh.edge_orientation_v2e[v * 6 + q];
     f.emplace("sign", std::move(sg));
     f.emplace("out", filled({Vertex, K}, DType::float64, {mesh.n_vertices, levels}));
-    const std::map<std::string, Scalar> s{{"nv", Scalar(static_cast<std::int32_t>(mesh.n_vertices))},
-                                          {"nk", Scalar(static_cast<std::int32_t>(levels))}};
+    const std::map<std::string, Scalar> s{{"nv", Scalar(static_cast<std::int32_t>(mesh.n_vertices))}};
     const std::map<std::string, const NeighborTable*> t{{"E2V", &mesh.table("E2V")}, {"V2E", &mesh.table("V2E")}};
     for (int threads : {1, 3}) {
       SCOPED_TRACE(threads);
