@@ -299,11 +299,11 @@ TEST(LoopInvariants, PairsOfColumnsSharingOneLoadItOnce) {
       "  acc1 = static_cast<double>(acc1 + v39);\n"
       "  b5[o5 + x_Vertex * s5_0 + x_K] = acc1;\n";
   const SharedColumnBody s = share_common_columns(body, "x_K");
-  EXPECT_EQ(s.candidates, std::vector<std::string>{"const auto share0 = (nb9 == nb23 || nb9 == nb21) ? nb9 : nb7;"});
+  EXPECT_EQ(s.candidates, std::vector<std::string>{"const std::int64_t share0 = (nb9 == nb23 || nb9 == nb21) ? nb9 : nb7;"});
   EXPECT_EQ(s.condition, "(nb9 == share0 || nb7 == share0) && (nb23 == share0 || nb21 == share0) && (nb37 == share0 || nb35 == share0)");
-  EXPECT_EQ(s.fast_prelude, (std::vector<std::string>{"const auto share0_0 = nb9 == share0 ? nb7 : nb9;",
-                                                      "const auto share0_1 = nb23 == share0 ? nb21 : nb23;",
-                                                      "const auto share0_2 = nb37 == share0 ? nb35 : nb37;"}));
+  EXPECT_EQ(s.fast_prelude, (std::vector<std::string>{"const std::int64_t share0_0 = nb9 == share0 ? nb7 : nb9;",
+                                                      "const std::int64_t share0_1 = nb23 == share0 ? nb21 : nb23;",
+                                                      "const std::int64_t share0_2 = nb37 == share0 ? nb35 : nb37;"}));
   EXPECT_EQ(s.fast_body,
             "  double acc1 = double(0);\n"
             "  const double share0_column = b0[o0 + share0 * s0_0 + x_K];\n"

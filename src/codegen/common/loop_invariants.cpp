@@ -560,7 +560,7 @@ SharedColumnBody share_common_columns(const std::string& body, const std::string
     const std::string share = fmt::format("share{}", shared), column = fmt::format("share{}_column", shared);
     const Pair& p0 = g.pairs[0];
     const Pair& p1 = g.pairs[1];
-    out.candidates.push_back(fmt::format("const auto {} = ({} == {} || {} == {}) ? {} : {};", share, p0.index_a, p1.index_a,
+    out.candidates.push_back(fmt::format("const std::int64_t {} = ({} == {} || {} == {}) ? {} : {};", share, p0.index_a, p1.index_a,
                                          p0.index_a, p1.index_b, p0.index_a, p0.index_b));
     // `local` declared as the group's load through `index`, indented like `line`.
     const auto load_of = [&](const std::string& local, const std::string& index, std::size_t line) {
@@ -575,7 +575,7 @@ SharedColumnBody share_common_columns(const std::string& body, const std::string
       const Pair& p = g.pairs[m];
       const std::string other = fmt::format("{}_{}", share, m);
       holds.push_back(fmt::format("({} == {} || {} == {})", p.index_a, share, p.index_b, share));
-      out.fast_prelude.push_back(fmt::format("const auto {} = {} == {} ? {} : {};", other, p.index_a, share, p.index_b, p.index_a));
+      out.fast_prelude.push_back(fmt::format("const std::int64_t {} = {} == {} ? {} : {};", other, p.index_a, share, p.index_b, p.index_a));
       rewritten[loads.at(p.a).line] = load_of(p.a, other, loads.at(p.a).line);
       rewritten[loads.at(p.b).line] = "";
       const std::string& text = lines[p.sum_line].text;

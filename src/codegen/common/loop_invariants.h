@@ -79,9 +79,9 @@ UnswitchedLoopBody unswitch_invariant_branches(const std::string& body, const st
 // IEEE addition is commutative (the operand order of a commutative operation is not kept in
 // generated code anyway: GCC canonicalises it).
 struct SharedColumnBody {
-  std::vector<std::string> candidates;  // `const auto shareN = ...;`: run before the check
+  std::vector<std::string> candidates;  // `const std::int64_t shareN = ...;`: run before the check
   std::string condition;                // every pair of every group holds its shareN; empty: none
-  std::vector<std::string> fast_prelude;  // `const auto shareN_M = ...;`: each pair's other index
+  std::vector<std::string> fast_prelude;  // `const std::int64_t shareN_M = ...;`: each pair's other index
   std::string fast_body;                  // the body with those loads and sums rewritten
 };
 
