@@ -350,10 +350,12 @@ class KernelEmitter : public PointEmitter {
   // block, what does not depend on the level is computed once per element into small arrays,
   // then the levels run over the block and read it back with unit-stride loads, the way tuned
   // model codes on this layout are written (ICON's nproma blocks; bench/baselines.cpp). Within a
-  // block, the runs of elements whose neighbours are all present take the copy of the loop without
-  // selects or guards (on a mesh with a boundary every block holds boundary elements), and a
-  // block whose unit-like factors are all +-1 the copy with those products folded. Empty where
-  // nothing worth keeping is level-invariant (no table is read there).
+  // block the elements fall into runs by kind: those whose neighbours are all present take the
+  // copy of the loop without selects or guards (on a mesh with a boundary every block holds
+  // boundary elements), and of those, the ones whose sums of pairs of loads share a column (the
+  // vertex's own, at one end of each of its edges: share_common_columns) the copy that loads it
+  // once. A block whose unit-like factors are all +-1 takes the copies with those products folded.
+  // Empty where nothing worth keeping is level-invariant (no table is read there).
   static constexpr int element_block = 128;
   std::optional<std::string> element_blocks(const std::vector<Dimension>& order, const std::string& inner,
                                             const std::string& red, const std::string& report) {
@@ -364,18 +366,50 @@ class KernelEmitter : public PointEmitter {
     const std::string x = var(order[1]);
     const HoistedLoopBody per_element = hoist_loop_invariants(inner, var(kdim));
     if (!reads_a_table(per_element.invariant)) return std::nullopt;
+    // The bodies of the loop over the levels of one element, per kind: plain, and with the unit
+    // factors folded.
+    struct Copies {
+      std::string general, full, shared;
+    };
+    Copies plain{per_element.body, unguarded(per_element.body), ""}, folded{per_element.fast_body, unguarded(per_element.fast_body), ""};
+    const SharedColumnBody shared = share_common_columns(plain.full, var(kdim));
+    const bool sharing = !shared.condition.empty();
+    plain.shared = shared.fast_body;
+    folded.shared = folded.full;  // folding changes products, not loads: the same pairs, else no sharing
+    if (sharing && !per_element.unit_factors.empty()) {
+      const SharedColumnBody s = share_common_columns(folded.full, var(kdim));
+      if (s.candidates == shared.candidates && s.fast_prelude == shared.fast_prelude && s.condition == shared.condition)
+        folded.shared = s.fast_body;
+    }
     std::string hoisted = per_element.invariant;
     for (const auto& statement : per_element.fast_prelude) hoisted += pad(4) + statement + "\n";
-    const std::vector<HoistedLocal> kept = hoisted_locals_read(hoisted, per_element.body + per_element.fast_body);
-    // The block's arrays stay within about a third of a 32 KiB L1 data cache.
+    if (sharing)
+      for (const auto* statements : {&shared.candidates, &shared.fast_prelude})
+        for (const auto& statement : *statements) hoisted += pad(4) + statement + "\n";
+    const auto bytes_of = [](const std::vector<HoistedLocal>& locals) {
+      std::size_t bytes = 0;
+      for (const auto& l : locals) bytes += l.type == "bool" ? 1 : l.type == "float" || l.type == "std::int32_t" ? 4 : 8;
+      return bytes;
+    };
+    // What one level of a block reads back is what one copy reads: that stays within about a
+    // third of a 32 KiB L1 data cache.
+    std::string every_copy;
     std::size_t bytes = 0;
-    for (const auto& l : kept) bytes += l.type == "bool" ? 1 : l.type == "float" || l.type == "std::int32_t" ? 4 : 8;
+    for (const Copies* c : {&plain, &folded})
+      for (const std::string* body : {&c->general, &c->full, &c->shared}) {
+        every_copy += *body;
+        bytes = std::max(bytes, bytes_of(hoisted_locals_read(hoisted, *body)));
+      }
+    const std::vector<HoistedLocal> kept = hoisted_locals_read(hoisted, every_copy);
     int block = element_block;
     while (block > 8 && bytes * static_cast<std::size_t>(block) > 12 * 1024) block /= 2;
 
     std::string all_present, units;
     for (const auto& m : per_element.masks) all_present += " && " + m;
     for (const auto& u : per_element.unit_factors) units += fmt::format(" && ({0} == 1 || {0} == -1)", u);
+    // Each element's kind: 0 some neighbour missing, 1 every neighbour present, 2 that and one
+    // column shared by every pair.
+    const bool kinds = !all_present.empty() || sharing;
     std::string code = "  {\n";
     code += uses_error_ ? "    std::int32_t err = 0;\n" : "";
     code += "#pragma omp for schedule(static)\n";
@@ -383,31 +417,34 @@ class KernelEmitter : public PointEmitter {
                         "      const std::int64_t blk_hi_ = {1} - blk_ < {2} ? {1} : blk_ + {2};\n",
                         lo(order[1]), hi(order[1]), block);
     for (const auto& l : kept) code += fmt::format("      {} blk_{}[{}];\n", l.type, l.name, block);
-    if (!all_present.empty()) code += fmt::format("      bool blk_full_[{}];\n", block);
+    if (kinds) code += fmt::format("      unsigned char blk_kind_[{}];\n", block);
     if (!units.empty()) code += "      bool blk_units_ = true;\n";
     code += for_header(x, "blk_", "blk_hi_", 3) + hoisted;
     for (const auto& l : kept) code += fmt::format("        blk_{0}[{1} - blk_] = {0};\n", l.name, x);
-    if (!all_present.empty()) code += fmt::format("        blk_full_[{} - blk_] = true{};\n", x, all_present);
+    if (kinds)
+      code += fmt::format("        blk_kind_[{} - blk_] = (true{}) ? {} : 0;\n", x, all_present,
+                          sharing ? fmt::format("(({}) ? 2 : 1)", shared.condition) : "1");
     if (!units.empty()) code += fmt::format("        blk_units_ = blk_units_{};\n", units);
     code += "      }\n";
-    if (!all_present.empty())  // the block's runs of elements with and without missing neighbours
+    if (kinds)  // the block's runs of elements of one kind
       code += fmt::format("      std::int64_t blk_run_[{0} + 1];\n"
-                          "      bool blk_run_full_[{0}];\n"
+                          "      unsigned char blk_run_kind_[{0}];\n"
                           "      int blk_runs_ = 0;\n"
                           "      for (std::int64_t i_ = blk_; i_ < blk_hi_;) {{\n"
-                          "        const bool full_ = blk_full_[i_ - blk_];\n"
+                          "        const unsigned char kind_ = blk_kind_[i_ - blk_];\n"
                           "        blk_run_[blk_runs_] = i_;\n"
-                          "        blk_run_full_[blk_runs_++] = full_;\n"
-                          "        while (i_ < blk_hi_ && blk_full_[i_ - blk_] == full_) ++i_;\n"
+                          "        blk_run_kind_[blk_runs_++] = kind_;\n"
+                          "        while (i_ < blk_hi_ && blk_kind_[i_ - blk_] == kind_) ++i_;\n"
                           "      }}\n"
                           "      blk_run_[blk_runs_] = blk_hi_;\n",
                           block);
     // A level's loop over elements [from, to) of the block, each element's kept values read back
-    // (the masks fixed to true in the copy for elements whose neighbours are all present). That
-    // copy is left to GCC's cost model: forced into vector form, its neighbour loads become
-    // gathers, slower on this AMD EPYC (Zen 4) than scalar loads (c2e2co_sum 3.6 ms against 1.7;
-    // docs/performance.md); the general copy's guarded loads and selects are faster as vectors
-    // (3.4 ms against 3.9 on the bounded mesh).
+    // (the masks fixed to true in the copies for elements whose neighbours are all present). Those
+    // copies stay scalar (GCC does not vectorise them unasked: their gathers might alias the
+    // stores): forced into vector form, their neighbour loads become gathers, slower on this AMD
+    // EPYC (Zen 4) than scalar loads (c2e2co_sum 3.6 ms against 1.7, fvm_nabla's shared copy 3.4-3.8
+    // against 2.6-2.9; docs/performance.md); the general copy's guarded loads and selects are
+    // faster as vectors where GCC can form them (3.4 ms against 3.9 on the bounded mesh).
     const auto elements = [&](const std::string& body, bool all_neighbours, const std::string& from,
                               const std::string& to, int ind) {
       std::string loads;
@@ -420,21 +457,25 @@ class KernelEmitter : public PointEmitter {
       const std::string pragma = all_neighbours ? "" : "#pragma omp simd" + red + "\n";
       return level.invariant + unswitched_loop(pragma, LoopRange{x, from, to}, level.body, ind);
     };
-    const auto levels = [&](const std::string& body, const std::string& full_body, int ind) {
+    const auto levels = [&](const Copies& c, int ind) {
       std::string code = loop(kdim, ind);
-      if (all_present.empty()) return code + elements(body, false, "blk_", "blk_hi_", ind + 1) + pad(ind) + "}\n";
-      code += fmt::format("{0}for (int run_ = 0; run_ < blk_runs_; ++run_) {{\n", pad(ind + 1));
-      code += versioned("blk_run_full_[run_]", "every neighbour present", "",
-                        elements(full_body, true, "blk_run_[run_]", "blk_run_[run_ + 1]", ind + 3),
-                        elements(body, false, "blk_run_[run_]", "blk_run_[run_ + 1]", ind + 3), ind + 2);
-      return code + pad(ind + 1) + "}\n" + pad(ind) + "}\n";
+      if (!kinds) return code + elements(c.general, false, "blk_", "blk_hi_", ind + 1) + pad(ind) + "}\n";
+      const std::string from = "blk_run_[run_]", to = "blk_run_[run_ + 1]";
+      const int in = ind + (sharing ? 3 : 2);
+      std::string copies = all_present.empty()
+                               ? elements(c.general, false, from, to, in)
+                               : versioned("blk_run_kind_[run_] != 0", "every neighbour present", "",
+                                           elements(c.full, true, from, to, in + 1), elements(c.general, false, from, to, in + 1), in);
+      if (sharing)
+        copies = versioned("blk_run_kind_[run_] == 2", "one column shared by every pair", "",
+                           elements(c.shared, true, from, to, ind + 3), copies, ind + 2);
+      return code + fmt::format("{0}for (int run_ = 0; run_ < blk_runs_; ++run_) {{\n", pad(ind + 1)) + copies + pad(ind + 1) +
+             "}\n" + pad(ind) + "}\n";
     };
-    const std::string& body = per_element.body;
     if (units.empty())
-      code += levels(body, unguarded(body), 3);
+      code += levels(plain, 3);
     else
-      code += versioned("blk_units_", "unit factors in the whole block", "",
-                        levels(per_element.fast_body, unguarded(per_element.fast_body), 4), levels(body, unguarded(body), 4), 3);
+      code += versioned("blk_units_", "unit factors in the whole block", "", levels(folded, 4), levels(plain, 4), 3);
     code += "    }\n";
     return code + (report.empty() ? "" : "    " + report) + "  }\n";
   }
