@@ -61,7 +61,20 @@ const NeighborTable& table(const examples::ExampleInstance& inst, const std::str
   return inst.mesh->table(name);
 }
 
-Layout layout_of(const examples::ExampleInstance& inst) { return inst.fields.begin()->second.layout(); }
+// The layout of the instance's fields with levels, which must all have the same (a baseline's
+// loops are written for one).
+Layout layout_of(const examples::ExampleInstance& inst) {
+  const std::pair<const std::string, Field>* first = nullptr;
+  for (const auto& named : inst.fields) {
+    const auto& dims = named.second.dims();
+    if (std::none_of(dims.begin(), dims.end(), [](const Dimension& d) { return d.kind == DimKind::vertical; })) continue;
+    if (!first) first = &named;
+    else if (named.second.layout() != first->second.layout())
+      throw ArgumentError(fmt::format("baseline: field '{}' is {} but field '{}' is {}; expected one layout", named.first,
+                                      to_string(named.second.layout()), first->first, to_string(first->second.layout())));
+  }
+  return first ? first->second.layout() : inst.fields.begin()->second.layout();
+}
 
 // Per-thread scratch of the solvers, allocated when the baseline is bound (never inside the timed
 // call) and first touched by the thread that uses it. Each thread's part starts on its own 64-byte
@@ -513,13 +526,17 @@ void for_each_block(int n, const Block& block) {
   for (int b = 0; b < blocks; ++b) block(b * mesh_block, std::min(mesh_block, n - b * mesh_block));
 }
 
-// The blocked loops index a level's plane by element: horizontal-fastest fields are unit-stride
-// along their horizontal dim (as make_instance builds them; a view with other strides is refused).
+// The mesh baselines walk a field with levels as contiguous columns (vertical-fastest) or, in
+// their blocks, as contiguous planes of one level (horizontal-fastest), as make_instance builds
+// them: a field whose stride along the layout's fastest dim is not 1 (a view with other strides)
+// is refused when bound, not read at the wrong points.
 template <class T>
-void require_unit_horizontal_stride(const View<T>& v, const char* program, const char* field) {
-  if (v.s[0] != 1)
-    throw ArgumentError(fmt::format("baseline {}: field '{}' has horizontal stride {}, expected 1 (horizontal_fastest)",
-                                    program, field, v.s[0]));
+void require_unit_stride(const View<T>& v, const MeshSizes& n, const char* program, const char* field) {
+  const int fastest = n.kfast ? 1 : 0;
+  if (v.s[fastest] != 1)
+    throw ArgumentError(fmt::format("baseline {}: field '{}' has {} stride {}, expected 1 ({})", program, field,
+                                    n.kfast ? "vertical" : "horizontal", v.s[fastest],
+                                    n.kfast ? "vertical_fastest" : "horizontal_fastest"));
 }
 
 // fvm_nabla: zavg = 0.5 (pp(E2V[0]) + pp(E2V[1])) per edge; pnabla_x = sum_V2E(zavg S_x sign) / vol.
@@ -549,6 +566,9 @@ std::function<void()> bind_fvm_nabla(examples::ExampleInstance& inst) {
       if (s != 1.0 && s != -1.0)
         throw ArgumentError(fmt::format("baseline fvm_nabla: sign({}, {}) = {}, expected an orientation +-1", v, q, s));
     }
+  require_unit_stride(pp, n, "fvm_nabla", "pp");
+  require_unit_stride(px, n, "fvm_nabla", "pnabla_x");
+  require_unit_stride(py, n, "fvm_nabla", "pnabla_y");
   if (n.kfast) {
     return [=] {
 #pragma omp parallel for schedule(static)
@@ -596,9 +616,6 @@ std::function<void()> bind_fvm_nabla(examples::ExampleInstance& inst) {
       }
     };
   }
-  require_unit_horizontal_stride(pp, "fvm_nabla", "pp");
-  require_unit_horizontal_stride(px, "fvm_nabla", "pnabla_x");
-  require_unit_horizontal_stride(py, "fvm_nabla", "pnabla_y");
   // Per block: each slot's far vertex (the vertex itself where the edge is missing) and folded weights.
   return [=] {
     for_each_block(n.n, [&](int first, int count) {
@@ -664,6 +681,10 @@ std::function<void()> bind_nabla4(examples::ExampleInstance& inst) {
   const auto out = view<double>(inst, "z_nabla4_e2", 2);
   const std::int32_t* e2c2v = table(inst, "E2C2V").data.data();
   const MeshSizes n = mesh_sizes(inst, "n_edges");
+  require_unit_stride(uv, n, "nabla4", "u_vert");
+  require_unit_stride(vv, n, "nabla4", "v_vert");
+  require_unit_stride(ze, n, "nabla4", "z_nabla2_e");
+  require_unit_stride(out, n, "nabla4", "z_nabla4_e2");
   if (n.kfast)
     return [=] {
 #pragma omp parallel for schedule(static)
@@ -705,10 +726,6 @@ std::function<void()> bind_nabla4(examples::ExampleInstance& inst) {
         }
       }
     };
-  require_unit_horizontal_stride(uv, "nabla4", "u_vert");
-  require_unit_horizontal_stride(vv, "nabla4", "v_vert");
-  require_unit_horizontal_stride(ze, "nabla4", "z_nabla2_e");
-  require_unit_horizontal_stride(out, "nabla4", "z_nabla4_e2");
   return [=] {
     for_each_block(n.n, [&](int first, int count) {
       std::int32_t at[4][mesh_block];
@@ -766,6 +783,8 @@ std::function<void()> bind_c2e2co_sum(examples::ExampleInstance& inst) {
   const auto out = view<double>(inst, "out", 2);
   const std::int32_t* c2e2co = table(inst, "C2E2CO").data.data();
   const MeshSizes n = mesh_sizes(inst, "n_cells");
+  require_unit_stride(in, n, "c2e2co_sum", "in");
+  require_unit_stride(out, n, "c2e2co_sum", "out");
   if (n.kfast)
     return [=] {
 #pragma omp parallel for schedule(static)
@@ -794,8 +813,6 @@ std::function<void()> bind_c2e2co_sum(examples::ExampleInstance& inst) {
         }
       }
     };
-  require_unit_horizontal_stride(in, "c2e2co_sum", "in");
-  require_unit_horizontal_stride(out, "c2e2co_sum", "out");
   return [=] {
     for_each_block(n.n, [&](int first, int count) {
       std::int32_t at[4][mesh_block];
@@ -841,6 +858,8 @@ std::function<void()> bind_diffusion_chain(examples::ExampleInstance& inst) {
   const std::int32_t* e2v = table(inst, "E2V").data.data();
   const std::int32_t* v2e = table(inst, "V2E").data.data();
   const MeshSizes n = mesh_sizes(inst, "n_vertices");
+  require_unit_stride(u, n, "diffusion_chain", "u");
+  require_unit_stride(out, n, "diffusion_chain", "out");
   if (n.kfast)
     return [=] {
 #pragma omp parallel for schedule(static)
@@ -877,8 +896,6 @@ std::function<void()> bind_diffusion_chain(examples::ExampleInstance& inst) {
         }
       }
     };
-  require_unit_horizontal_stride(u, "diffusion_chain", "u");
-  require_unit_horizontal_stride(out, "diffusion_chain", "out");
   // Per block: each slot's two vertices (the vertex itself where the edge is missing) and weights.
   return [=] {
     for_each_block(n.n, [&](int first, int count) {

@@ -10,6 +10,7 @@
 // once when bound, is reused), with 3 threads (per-thread scratch, uneven static schedules).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -149,6 +150,71 @@ TEST(Baselines, FvmNablaIsExactWhereEdgeSumsAreSubnormal) {
       run_baseline_twice("fvm_nabla", actual);
       expect_same_bits(expected, actual, "fvm_nabla");
     }
+}
+
+// A baseline's loops are written for one layout: an instance whose fields with levels are in two
+// layouts is refused when bound, naming the field in the other layout, whichever field it is (the
+// first of the instance's fields decides nothing). Every field with levels of every example, in
+// both layouts, is swapped for one in the other layout.
+TEST(Baselines, AFieldInTheOtherLayoutIsRefused) {
+  for (const auto& ex : examples::all_examples())
+    for (Layout layout : {Layout::vertical_fastest, Layout::horizontal_fastest}) {
+      const examples::ExampleSize size = ex.unstructured ? examples::ExampleSize{5, 4, 3} : examples::ExampleSize{5, 6, 3};
+      const Layout other = layout == Layout::vertical_fastest ? Layout::horizontal_fastest : Layout::vertical_fastest;
+      int swapped = 0;
+      for (const auto& [name, field] : ex.make_instance(size, layout, 7).fields) {
+        const auto& dims = field.dims();
+        if (std::none_of(dims.begin(), dims.end(), [](const Dimension& d) { return d.kind == DimKind::vertical; }) ||
+            dims.size() < 2)
+          continue;
+        SCOPED_TRACE(fmt::format("{} {}, field {}", ex.name, to_string(layout), name));
+        auto inst = ex.make_instance(size, layout, 7);
+        inst.fields.erase(name);
+        inst.fields.emplace(name, Field(field.dims(), field.dtype(), field.shape(), field.origin(), other));
+        ++swapped;
+        try {
+          bind_baseline(ex.name, inst);
+          ADD_FAILURE() << "a " << to_string(other) << " '" << name << "' was accepted";
+        } catch (const ArgumentError& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find(fmt::format("'{}' is {}", name, to_string(other))), std::string::npos) << what;
+          EXPECT_NE(what.find(std::string(to_string(layout))), std::string::npos) << what;
+        }
+      }
+      EXPECT_GE(swapped, 2) << ex.name << ": an input and an output with levels";
+    }
+}
+
+// The mesh baselines walk vertical-fastest fields as contiguous columns: a view whose levels are
+// not adjacent (stride 2 along K) is refused when bound, naming the field, its stride and the one
+// expected. (A horizontal-fastest view without unit horizontal stride is not that layout's: the
+// check above refuses it.)
+TEST(Baselines, MeshBaselinesRefuseAViewWhoseLevelsAreNotAdjacent) {
+  for (const auto& ex : examples::all_examples()) {
+    if (!ex.unstructured) continue;
+    const examples::ExampleSize size{5, 4, 3};
+    int refused = 0;
+    for (const auto& [name, field] : ex.make_instance(size, Layout::vertical_fastest, 7).fields) {
+      const auto& dims = field.dims();
+      if (dims.size() != 2 || dims[1].kind != DimKind::vertical) continue;
+      SCOPED_TRACE(ex.name + ", field " + name);
+      auto inst = ex.make_instance(size, Layout::vertical_fastest, 7);
+      std::vector<double> memory(static_cast<std::size_t>(field.shape()[0] * field.shape()[1] * 2));
+      inst.fields.erase(name);
+      inst.fields.emplace(name, Field::view(memory.data(), dims, field.dtype(), field.shape(),
+                                            {2 * field.shape()[1], 2}, field.origin()));
+      try {
+        bind_baseline(ex.name, inst);
+        ADD_FAILURE() << "a view of '" << name << "' with levels 2 apart was accepted";
+      } catch (const ArgumentError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(fmt::format("field '{}' has vertical stride 2, expected 1 (vertical_fastest)", name)), std::string::npos)
+            << what;
+        ++refused;
+      }
+    }
+    EXPECT_GE(refused, 2) << ex.name << ": an input and an output with levels";
+  }
 }
 
 TEST(Baselines, CopyKernelCopies) {
