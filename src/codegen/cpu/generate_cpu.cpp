@@ -439,12 +439,14 @@ class KernelEmitter : public PointEmitter {
                           "      blk_run_[blk_runs_] = blk_hi_;\n",
                           block);
     // A level's loop over elements [from, to) of the block, each element's kept values read back
-    // (the masks fixed to true in the copies for elements whose neighbours are all present). Those
-    // copies stay scalar (GCC does not vectorise them unasked: their gathers might alias the
-    // stores): forced into vector form, their neighbour loads become gathers, slower on this AMD
-    // EPYC (Zen 4) than scalar loads (c2e2co_sum 3.6 ms against 1.7, fvm_nabla's shared copy 3.4-3.8
-    // against 2.6-2.9; docs/performance.md); the general copy's guarded loads and selects are
-    // faster as vectors where GCC can form them (3.4 ms against 3.9 on the bounded mesh).
+    // (the masks fixed to true in the copies for elements whose neighbours are all present). The
+    // copies that run on the runs stay scalar. Forced into vector form, the neighbour loads of the
+    // copies without guards become gathers, slower on this AMD EPYC (Zen 4) than scalar loads
+    // (c2e2co_sum 3.6 ms against 1.7, fvm_nabla's shared copy 4.0-5.0 against 2.5-2.9). GCC 12
+    // does not vectorise the general copy even when asked (its guards are bools loaded from the
+    // block's arrays, for which it finds no vector mask type), and with those masks widened so
+    // that it does, the bounded-mesh kernels were no faster (nabla4 0.70-0.73 of the hand-written
+    // code against 0.76-0.89; docs/performance.md). A block without runs is one loop, left to simd.
     const auto elements = [&](const std::string& body, bool all_neighbours, const std::string& from,
                               const std::string& to, int ind) {
       std::string loads;
@@ -454,7 +456,7 @@ class KernelEmitter : public PointEmitter {
                        : fmt::format("{}const {} {} = blk_{}[{} - blk_];\n", pad(ind + 1), l.type, l.name, l.name, x);
       }
       const HoistedLoopBody level = hoist_loop_invariants(loads + body, x);
-      const std::string pragma = all_neighbours ? "" : "#pragma omp simd" + red + "\n";
+      const std::string pragma = kinds ? "" : "#pragma omp simd" + red + "\n";
       return level.invariant + unswitched_loop(pragma, LoopRange{x, from, to}, level.body, ind);
     };
     const auto levels = [&](const Copies& c, int ind) {
