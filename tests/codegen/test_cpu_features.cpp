@@ -236,6 +236,15 @@ TEST(CpuFeatures, HorizontalFastestMeshKernelsRunInElementBlocks) {
   EXPECT_NE(blocked.find("blk_run_kind_[run_] != 0"), std::string::npos) << blocked;
   EXPECT_NE(blocked.find("if (blk_units_)"), std::string::npos) << blocked;
   EXPECT_EQ(codegen::generate_cpu_source(passes::lower(program)).find("blk_"), std::string::npos);
+  {  // level-invariant loads, but from no table: nothing worth a block's arrays
+    ProgramBuilder pb("no_table");
+    auto a = pb.field("a", {Vertex, K}, DType::float64);
+    auto b = pb.field("b", {Vertex}, DType::float64);
+    auto o = pb.field("o", {Vertex, K}, DType::float64);
+    auto nv = pb.scalar("nv", DType::int32);
+    pb.call("scale", a * b, {o}, {{Vertex, 0, nv}, {K, 0, levels}});
+    EXPECT_EQ(codegen::generate_cpu_source(passes::lower(pb.build(), hf)).find("blk_"), std::string::npos);
+  }
   for (const bool bounded : {false, true}) {
     const Mesh mesh = bounded ? make_bounded_mesh(20, 14) : make_torus_mesh(20, 14);
     SCOPED_TRACE(bounded ? "bounded mesh" : "torus");

@@ -265,6 +265,7 @@ std::string PointEmitter::use_table(const Connectivity& c) {
   const std::string v = fmt::format("t{}", i);
   if (!d_.declared.count(v)) {
     d_.declared[v] = true;
+    d_.tables.insert(v);
     d_.text += fmt::format("  const std::int32_t* {} {} = static_cast<const std::int32_t*>({});  // {}\n",
                            dialect_.restrict_qualifier, v, word({CallWord::Kind::table_data, i}), c.name);
     d_.text += fmt::format("  const std::int64_t {0}_rs = {1}, {0}_ns = {2};\n", v,

@@ -7,6 +7,7 @@
 // with the same operations: the reference executor is the oracle of both.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,7 @@ char word_member(const CallWord& w);
 struct Decls {
   std::string text;
   std::map<std::string, bool> declared;
+  std::set<std::string> tables;  // the pointers use_table declared (to neighbour tables)
   std::string column_locals;  // per-thread block pointers, declared inside the parallel region
   std::vector<CallWord> words;  // Dialect::parameter_words: the function's parameter words, in order
 };

@@ -482,14 +482,12 @@ class KernelEmitter : public PointEmitter {
     return code + (report.empty() ? "" : "    " + report) + "  }\n";
   }
 
-  // Whether `code` loads from a neighbour table (the emitter names their pointers t<N>).
-  static bool reads_a_table(const std::string& code) {
-    for (std::size_t at = code.find('['); at != std::string::npos; at = code.find('[', at + 1)) {
-      std::size_t i = at;
-      while (i > 0 && std::isdigit(static_cast<unsigned char>(code[i - 1]))) --i;
-      if (i < at && i > 0 && code[i - 1] == 't' && (i == 1 || !(std::isalnum(static_cast<unsigned char>(code[i - 2])) || code[i - 2] == '_')))
-        return true;
-    }
+  // Whether `code` loads from a neighbour table: indexes one of the pointers use_table declared.
+  bool reads_a_table(const std::string& code) const {
+    const auto identifier_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    for (const std::string& table : d_.tables)
+      for (std::size_t at = code.find(table + "["); at != std::string::npos; at = code.find(table + "[", at + 1))
+        if (at == 0 || !identifier_char(code[at - 1])) return true;
     return false;
   }
 
