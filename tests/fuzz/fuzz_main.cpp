@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
   app.add_option("--shrink-attempts", shrink_attempts, "predicate calls allowed per shrink (0: do not shrink)");
   app.add_option("--cache-dir", cache_dir, "compile cache (default: FIELDFLOW_CACHE_DIR or ~/.cache/fieldflow)");
   app.add_flag("--all-threads", all_threads, "every thread count 1-4 in every memory mode (slower)");
+  bool both_layouts = false;
+  app.add_flag("--both-layouts", both_layouts,
+               "every program in both layouts (by default one in five is; the others in one, either)");
   bool no_cuda = false;
   CLI::Option* no_cuda_flag = app.add_flag("--no-cuda-emulation", no_cuda, "only the CPU backend, directly and through the C API (no emulated CUDA kernels or runner)");
   bool in_process = false;
@@ -193,6 +196,8 @@ int main(int argc, char** argv) {
     FuzzCase c;
     try {
       c = generate_case(s);
+      if (both_layouts && c.layouts.size() == 1)
+        c.layouts.push_back(c.layouts[0] == Layout::vertical_fastest ? Layout::horizontal_fastest : Layout::vertical_fastest);
     } catch (const std::exception& e) {
       ++tried;
       failed_seeds.insert(s);
