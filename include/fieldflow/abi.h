@@ -8,7 +8,8 @@
  * ff_word, by value: since ABI 8), then int64_t y0 and int64_t z0, the first rows along y and z of
  * the launch's piece of the grid (since ABI 6), each twice: with 64-bit indexing, and with 32-bit
  * indexing under the name ending in `_i32`, which the runtime launches when ff_fits_32bit_indexing
- * says the call allows it (since ABI 7). */
+ * says the call allows it (since ABI 7). A CPU module's element-block loops of horizontal-fastest
+ * mesh kernels come in a scalar and a vector form, and ff_call::loop_form picks one (since ABI 9). */
 #ifndef FIELDFLOW_ABI_H
 #define FIELDFLOW_ABI_H
 #if defined(__CUDACC_RTC__)
@@ -30,7 +31,7 @@ typedef ::int64_t int64_t;
 #define FF_HD
 #endif
 
-#define FF_ABI_VERSION 8
+#define FF_ABI_VERSION 9
 #define FF_MAX_DIMS 8
 
 typedef struct ff_buffer {
@@ -61,6 +62,16 @@ enum ff_error {
   ff_error_missing_neighbor = 2, /* a fixed-index neighbour shift hit a skip value (-1) */
 };
 
+/* How a CPU module runs the level loops of its horizontal-fastest element blocks (where elements
+ * of one kind run together, their neighbour loads indirect): scalar, or forced into vector form,
+ * whose indirect loads become gathers. The results are bit for bit the same (each element's
+ * arithmetic is unchanged, and nothing is reduced across elements but error flags); which is faster
+ * depends on the machine's gathers and the kernel (the runtime times both: LoopForm::tuned). */
+enum ff_loop_form {
+  ff_loop_scalar = 0,
+  ff_loop_vector = 1,
+};
+
 /* One 8-byte word of a CUDA kernel's parameters (since ABI 8): kernels take the values of ff_call
  * they read, word by word, by value (codegen::CudaLaunch::params says which), so a thread reads them from
  * the constant bank instead of loading a descriptor from device memory, and a call uploads none. */
@@ -78,6 +89,7 @@ typedef struct ff_call {
   int32_t* error;         /* first failed in-kernel check (ff_error), written atomically */
   int32_t num_threads;    /* > 0 */
   int64_t parallel_threshold; /* a kernel (or column group) starts threads only above this many points */
+  int32_t loop_form;          /* ff_loop_form, CPU modules (since ABI 9) */
 } ff_call;
 
 #ifdef __cplusplus

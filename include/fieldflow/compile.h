@@ -21,6 +21,15 @@ enum class Backend : std::uint8_t { reference, cpu, cuda };
 std::string_view to_string(Backend b);
 Backend parse_backend(std::string_view name);  // throws OptionError
 
+// How the cpu backend runs the level loops of horizontal-fastest mesh kernels' element blocks
+// (elements of one kind together, their neighbour values loaded through the tables): scalar, or
+// forced into vector form, where those loads become gathers. The results are the same bit for bit;
+// which is faster depends on the machine (how it gathers) and the kernel (2x either way on the
+// machines measured: docs/performance.md). tuned: each instance times both forms on its first
+// calls and keeps the faster. Other kernels and backends have one form and ignore it.
+enum class LoopForm : std::uint8_t { tuned, scalar, vector };
+std::string_view to_string(LoopForm f);
+
 struct CompileOptions {
   Backend backend = Backend::cpu;
   // Which dimension is unit-stride (checked per call). Unset: the backend's default,
@@ -33,6 +42,7 @@ struct CompileOptions {
   // microseconds, more than small kernels take. 0 makes every kernel take the parallel path.
   std::int64_t parallel_threshold = 16384;
   std::string cache_dir;                     // empty: FIELDFLOW_CACHE_DIR, else ~/.cache/fieldflow
+  LoopForm loop_form = LoopForm::tuned;      // not part of the module: a call field picks the form
   // Static scalar parameters (GT4Py's static params): their values are folded into the program at
   // compile time (dead where branches removed), so each set of values is its own module and cache
   // entry. Calls still pass these scalars; a different value is an ArgumentError.
@@ -87,6 +97,9 @@ class CompiledProgram {
   Backend backend() const;
   Layout layout() const;  // the compiled layout (the backend's default when the options had none)
   TransientMemoryMode memory_mode() const;
+  // The loop form calls use: the options' scalar or vector; with tuned, tuned while the instance
+  // still times both forms (its first calls, LoopForm), then the faster.
+  LoopForm loop_form() const;
 
   // Memory needed for given sizes, per device, before any call (to size a shared workspace).
   std::vector<WorkspaceRequirement> workspace_requirements(const SizeMap& sizes) const;

@@ -9,6 +9,7 @@
 
 #include "aot/fingerprint.h"
 #include "aot/generate_library.h"
+#include "codegen/cpu/generate_cpu.h"
 #include "driver/cpu_build.h"
 #include "driver/cuda_build.h"
 #include "fieldflow/aot.h"
@@ -138,6 +139,7 @@ CompiledProgram load_aot(const ff_aot_program* program, const CompileOptions& gi
   image.options = options;
   image.schedule = std::move(build.schedule);
   image.source = std::move(build.source);
+  image.loop_forms = codegen::has_loop_forms(image.source);
   image.entry = d.run;
   return CompiledProgram(std::make_unique<CompiledProgram::Impl>(std::move(image)));
 }

@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "codegen/cpu/generate_cpu.h"
 #include "driver/cpu_build.h"
 #include "driver/cuda_build.h"
 #include "fieldflow/compile.h"
@@ -45,6 +46,7 @@ CompiledProgram compile(const ir::Program& program, const CompileOptions& given)
     std::optional<std::string> recalled;
     if (!source_key.empty()) recalled = cache.recall_source(source_key, config, extra_key);
     image.source = recalled ? *std::move(recalled) : driver::generate_cpu_source(image.schedule);
+    image.loop_forms = codegen::has_loop_forms(image.source);
     // Loaded by the cache (under the entry's lock when needed): a concurrent `fieldflow cache clear` cannot make it fail.
     auto loaded = cache.get_or_load(program.name, image.source, config, extra_key);
     const toolchain::CacheEntry& entry = loaded.entry;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <optional>
 #include <thread>
 #include <fmt/format.h>
@@ -23,6 +24,15 @@ std::string_view to_string(Backend b) {
     case Backend::reference: return "reference";
     case Backend::cpu: return "cpu";
     case Backend::cuda: return "cuda";
+  }
+  return "?";
+}
+
+std::string_view to_string(LoopForm f) {
+  switch (f) {
+    case LoopForm::tuned: return "tuned";
+    case LoopForm::scalar: return "scalar";
+    case LoopForm::vector: return "vector";
   }
   return "?";
 }
@@ -119,6 +129,9 @@ CompiledProgram::Impl::Impl(Image img) : image(std::move(img)) {
   mode = image.options.memory.resolved_mode();
   layout = image.options.layout.value_or(default_layout(image.options.backend));
   num_threads = image.options.num_threads > 0 ? image.options.num_threads : omp_get_max_threads();
+  // A module with one form has nothing to time.
+  const LoopForm asked = image.options.loop_form;
+  loop_form = asked == LoopForm::tuned && !image.loop_forms ? LoopForm::scalar : asked;
   memory = std::make_unique<runtime::TransientMemory>(image.program.name, image.options.memory,
                                                        image.options.cuda_pool_release_threshold);
   // Caller memory for the device's transients must be memory its kernels can use (the runner
@@ -550,14 +563,17 @@ void CompiledProgram::Impl::call(const Arguments& args, const CallOptions& optio
   for (std::size_t t = 0; t < transient_offsets.size(); ++t)
     buffers[np + t].data = static_cast<std::byte*>(lease.base(device_of(s.transients[t].storage))) + transient_offsets[t];
   std::int32_t error = 0;
+  // While tuning, the forms take turns (LoopForm).
+  const LoopForm form = loop_form.load(std::memory_order_relaxed);
+  const bool vector = form == LoopForm::vector || (form == LoopForm::tuned && loop_form_calls % 2 == 0);
   const ff_call c{buffers.data(), tables.data(), scalars.data(), domains.data(), &error, num_threads,
-                  image.options.parallel_threshold};
+                  image.options.parallel_threshold, vector ? ff_loop_vector : ff_loop_scalar};
   if (image.device) {
     // Outputs come back only from a call without failed checks: nothing to save or restore.
     error = image.device->run(c, {&param_names, &field_spans, &table_spans, stream});
   } else {
     save_outputs(checked_outputs, saved_outputs);
-    run(&c);
+    run_in_loop_form(c);
     if (error) restore_outputs(checked_outputs, saved_outputs);
   }
   if (error & ff_error_dynamic_offset)
@@ -566,6 +582,22 @@ void CompiledProgram::Impl::call(const Arguments& args, const CallOptions& optio
   if (error & ff_error_missing_neighbor)
     throw DomainError(fmt::format("program '{}': reads through a missing neighbour (-1) with a fixed-index shift; "
                                   "only reductions skip missing neighbours", p.name));
+}
+
+// Runs the module; while tuning the loop form (LoopForm::tuned), times the call. The first call
+// is a warm-up (pages of transients and outputs touched for the first time, cold caches), not
+// counted; after loop_form_samples timed calls per form the faster form stays.
+std::int32_t CompiledProgram::Impl::run_in_loop_form(const ff_call& c) {
+  if (loop_form.load(std::memory_order_relaxed) != LoopForm::tuned) return run(&c);
+  const auto start = std::chrono::steady_clock::now();
+  const std::int32_t status = run(&c);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int timed = loop_form_calls++;  // 0: the warm-up
+  double& best = loop_form_best[c.loop_form == ff_loop_vector ? 1 : 0];
+  if (timed > 0) best = timed <= 2 ? seconds : std::min(best, seconds);
+  if (loop_form_calls == 1 + 2 * loop_form_samples)
+    loop_form.store(loop_form_best[1] < loop_form_best[0] ? LoopForm::vector : LoopForm::scalar, std::memory_order_relaxed);
+  return status;
 }
 
 // Binds and checks a call's arguments (the fast path skips what did not change since the last
@@ -619,6 +651,7 @@ const ir::Program& CompiledProgram::program() const { return impl_->image.progra
 Backend CompiledProgram::backend() const { return impl_->image.options.backend; }
 Layout CompiledProgram::layout() const { return impl_->layout; }
 TransientMemoryMode CompiledProgram::memory_mode() const { return impl_->mode; }
+LoopForm CompiledProgram::loop_form() const { return impl_->loop_form.load(std::memory_order_relaxed); }
 
 std::vector<WorkspaceRequirement> CompiledProgram::workspace_requirements(const SizeMap& sizes) const {
   return impl_->plan_for(sizes).requirements;

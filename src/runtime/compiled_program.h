@@ -34,6 +34,7 @@ struct CompiledProgram::Impl {
     std::shared_ptr<runtime::DeviceRunner> device;
     double compile_seconds = 0;
     bool cache_hit = false;
+    bool loop_forms = false;  // cpu: the module has loops in both forms (codegen::has_loop_forms)
   };
   explicit Impl(Image image);
   bool compiled() const { return image.entry != nullptr || image.device != nullptr; }
@@ -54,6 +55,14 @@ struct CompiledProgram::Impl {
   Layout layout;  // the compiled one: the options', else the backend's default
   int num_threads = 1;
   std::int32_t (*run)(const ff_call*) = nullptr;
+  // The form calls use (LoopForm). tuned: the calls alternate the forms, the first of them a
+  // warm-up, until each form has been timed loop_form_samples times; then the form whose fastest
+  // call was faster stays (the fastest: the one a shared machine disturbed least).
+  std::atomic<LoopForm> loop_form{LoopForm::scalar};  // read by CompiledProgram::loop_form() from any thread
+  static constexpr int loop_form_samples = 3;
+  int loop_form_calls = 0;
+  double loop_form_best[2] = {0, 0};  // seconds: scalar, vector
+  std::int32_t run_in_loop_form(const ff_call& call);
   std::unique_ptr<runtime::TransientMemory> memory;
 
   // Per-call state, guarded by call_mutex: calls of one instance are serialized.

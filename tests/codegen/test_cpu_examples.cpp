@@ -1,7 +1,9 @@
 // Every built-in program compiled for the CPU equals the reference executor bit for bit, in both
 // layouts, at two sizes served by the same compiled program.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "codegen/cpu/generate_cpu.h"
 #include "fieldflow/examples.h"
 #include "support/backend_harness.h"
 #include "support/example_cases.h"
@@ -67,6 +69,53 @@ TEST_P(CpuExamples, ParallelPathEqualsReferenceAtOneToFourThreads) {
             << threads << " threads, size " << size.nx << "x" << size.ny << "x" << size.nk
             << (size.bounded ? " (bounded mesh)" : "");
     }
+  }
+}
+
+// The two forms of the element-block loops (LoopForm), each pinned, at 1 and 3 threads on the torus
+// and the bounded mesh (rows without some neighbours, so each block has runs of every kind), at
+// sizes no block divides; and tuned, whose first calls take the forms in turn: equal to the
+// reference at every call, and after the tuning calls it keeps one form. Horizontal-fastest mesh
+// programs have both forms; every other program has one, and reports scalar from the start.
+TEST_P(CpuExamples, BothLoopFormsAndTheirTuningEqualTheReference) {
+  const auto& ex = examples::example(GetParam().name);
+  const Layout layout = GetParam().layout;
+  const bool forms = codegen::has_loop_forms(compile(ex.program, testing_support::cpu_options(layout)).generated_source());
+  EXPECT_EQ(forms, ex.unstructured && layout == Layout::horizontal_fastest) << "which programs have two loop forms";
+  const auto expect_reference = [&](CompiledProgram& prog, const examples::ExampleSize& size, std::uint64_t seed,
+                                    const std::string& what) {
+    auto ref = ex.make_instance(size, layout, seed);
+    auto cpu = ex.make_instance(size, layout, seed);
+    run_reference(ex.program, ref.arguments());
+    prog(cpu.arguments());
+    for (auto& [name, field] : ref.fields)
+      EXPECT_TRUE(same_bits(field, cpu.fields.at(name), ex.name + "." + name))
+          << what << ", size " << size.nx << "x" << size.ny << "x" << size.nk << (size.bounded ? " (bounded mesh)" : "");
+  };
+  std::vector<examples::ExampleSize> sizes = {{23, 17, 5}};
+  if (ex.unstructured) sizes.push_back({21, 19, 4, true});
+  for (const LoopForm form : {LoopForm::scalar, LoopForm::vector})
+    for (const int threads : {1, 3}) {
+      CompileOptions o = testing_support::cpu_options(layout);
+      o.loop_form = form;
+      o.num_threads = threads;
+      o.parallel_threshold = 0;
+      CompiledProgram prog = compile(ex.program, o);
+      EXPECT_EQ(prog.loop_form(), form);
+      for (const auto& size : sizes)
+        expect_reference(prog, size, 5, fmt::format("{} form, {} threads", to_string(form), threads));
+    }
+  CompileOptions o = testing_support::cpu_options(layout);
+  o.num_threads = 3;
+  o.parallel_threshold = 0;
+  CompiledProgram tuned = compile(ex.program, o);
+  EXPECT_EQ(tuned.loop_form(), forms ? LoopForm::tuned : LoopForm::scalar);
+  constexpr int tuning_calls = 7;  // a warm-up, then three timed calls per form
+  for (int call = 0; call < tuning_calls + 2; ++call) {
+    expect_reference(tuned, sizes[static_cast<std::size_t>(call) % sizes.size()], 20 + static_cast<std::uint64_t>(call),
+                     fmt::format("tuned, call {}", call));
+    if (forms && call + 1 < tuning_calls) EXPECT_EQ(tuned.loop_form(), LoopForm::tuned) << "after call " << call;
+    else EXPECT_NE(tuned.loop_form(), LoopForm::tuned) << "after call " << call;
   }
 }
 

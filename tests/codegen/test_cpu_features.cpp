@@ -74,8 +74,17 @@ void expect_backends_agree(const ir::Program& p, std::map<std::string, Field>& f
     options.num_threads = threads;
     options.parallel_threshold = 0;
   }
-  compile(p, options)(args_of(cpu_fields));
-  for (auto& [n, f] : ref_fields) EXPECT_TRUE(same_bits(f, cpu_fields.at(n), p.name + "." + n));
+  // Each loop form (LoopForm) where the module has two: the same module, a call field apart.
+  for (const LoopForm form : {LoopForm::scalar, LoopForm::vector}) {
+    options.loop_form = form;
+    std::map<std::string, Field> given;
+    for (auto& [n, f] : cpu_fields) given.emplace(n, f.clone());
+    CompiledProgram compiled = compile(p, options);
+    compiled(args_of(given));
+    for (auto& [n, f] : ref_fields)
+      EXPECT_TRUE(same_bits(f, given.at(n), p.name + "." + n)) << to_string(form) << " loop form";
+    if (!codegen::has_loop_forms(compiled.generated_source())) break;
+  }
 }
 
 TEST(CpuFeatures, ForwardAndBackwardScansWithTupleCarry) {

@@ -152,6 +152,9 @@ class CaseRunner {
     o.parallel_threshold = 0;  // the OpenMP path even for the small sizes the fuzzer uses
     o.cache_dir = config_.cache_dir;
     o.memory.mode = mode;
+    // The loop forms of horizontal-fastest mesh blocks, pinned or tuned (whose calls alternate
+    // them), spread over the instances a case makes.
+    o.loop_form = static_cast<LoopForm>((static_cast<int>(mode) + threads) % 3);
     return o;
   }
 
@@ -162,6 +165,7 @@ class CaseRunner {
     bool views = false;          // compiled for Layout::any, called on views over padded host arrays
     bool device_fields = false;  // cuda_runner: fields are Device::cuda views (else host fields, copied)
     bool static_scalars = false;  // compiled with every scalar's value folded in (CompileOptions::static_scalars)
+    LoopForm loop_form = LoopForm::tuned;  // as asked: tuned calls take the forms in turn, vector first
     std::unique_ptr<testing_support::GuardedWorkspace> fence;  // external only
 #ifdef FIELDFLOW_WITH_CUDA
     // cuda_runner, external: the fence's workspace is device memory for the emulator until the
@@ -191,6 +195,7 @@ class CaseRunner {
     inst.views = views;
     inst.device_fields = device_fields;
     inst.static_scalars = !o.static_scalars.empty();
+    inst.loop_form = o.loop_form;
     inst.fence = std::move(fence);
     switch (path) {
       case Path::cpu: inst.program = std::make_unique<CompiledProgram>(compile(c_.program, o)); break;
@@ -467,11 +472,11 @@ class CaseRunner {
       f.mode = inst.mode;
       f.threads = inst.threads;
       f.layout = layout_;
-      f.detail = fmt::format("{}{}{}, {} layout, {}, mode {}, {} thread(s), call #{} ({}): {}", to_string(inst.path),
+      f.detail = fmt::format("{}{}{}, {} layout, {}, mode {}, {} thread(s), loop form {}, call #{} ({}): {}", to_string(inst.path),
                              inst.path == Path::cuda_runner ? (inst.device_fields ? " (device fields)" : " (host fields)") : "",
                              inst.static_scalars ? " (static scalars)" : "",
                              inst.views ? "views in any" : to_string(layout_), size_label_, to_string(inst.mode),
-                             inst.threads, call_index + 1, v.label, what);
+                             inst.threads, to_string(inst.loop_form), call_index + 1, v.label, what);
       return f;
     };
     if (!outside_views.empty()) return fail("wrote outside a view", "padding or slack changed around " + outside_views);

@@ -21,6 +21,9 @@ namespace {
 using ir::Expr;
 using ir::ExprKind;
 
+// The test a loop with two forms branches on (has_loop_forms finds it).
+constexpr const char* vector_form_chosen = "call->loop_form == ff_loop_vector";
+
 // The entry of a kernel or column group `name`, whose work `name`_team runs on every thread of a
 // team. Threads start only when there is enough work to pay for waking them (a few
 // microseconds); the threshold is a call field (CompileOptions::parallel_threshold), so tests can
@@ -439,14 +442,16 @@ class KernelEmitter : public PointEmitter {
                           "      blk_run_[blk_runs_] = blk_hi_;\n",
                           block);
     // A level's loop over elements [from, to) of the block, each element's kept values read back
-    // (the masks fixed to true in the copies for elements whose neighbours are all present). The
-    // copies that run on the runs stay scalar. Forced into vector form, the neighbour loads of the
-    // copies without guards become gathers, slower on this AMD EPYC (Zen 4) than scalar loads
-    // (c2e2co_sum 3.6 ms against 1.7, fvm_nabla's shared copy 4.0-5.0 against 2.5-2.9). GCC 12
-    // does not vectorise the general copy even when asked (its guards are bools loaded from the
-    // block's arrays, for which it finds no vector mask type), and with those masks widened so
-    // that it does, the bounded-mesh kernels were no faster (nabla4 0.70-0.73 of the hand-written
-    // code against 0.76-0.89; docs/performance.md). A block without runs is one loop, left to simd.
+    // (the masks fixed to true in the copies for elements whose neighbours are all present). A
+    // block without runs is one loop, left to simd. The copies that run on the runs come twice,
+    // scalar and forced into vector form (ff_call::loop_form picks), because which is faster
+    // depends on the machine: the vector form turns their neighbour loads into gathers, and made
+    // c2e2co_sum 2x slower on an AMD EPYC with AVX-512 (3.6 ms against 1.7) but every mesh kernel
+    // faster on one without (Zen 3, where GCC emulates the gathers with scalar loads and inserts:
+    // fvm_nabla 5.6 ms to 2.6, its divisions vectorised; docs/performance.md). The runtime times
+    // both per instance (LoopForm::tuned). GCC 12 does not vectorise the general copy even when
+    // asked (its guards are bools loaded from the block's arrays, for which it finds no vector mask
+    // type), and with those masks widened so that it does, the bounded-mesh kernels were no faster.
     const auto elements = [&](const std::string& body, bool all_neighbours, const std::string& from,
                               const std::string& to, int ind) {
       std::string loads;
@@ -456,8 +461,12 @@ class KernelEmitter : public PointEmitter {
                        : fmt::format("{}const {} {} = blk_{}[{} - blk_];\n", pad(ind + 1), l.type, l.name, l.name, x);
       }
       const HoistedLoopBody level = hoist_loop_invariants(loads + body, x);
-      const std::string pragma = kinds ? "" : "#pragma omp simd" + red + "\n";
-      return level.invariant + unswitched_loop(pragma, LoopRange{x, from, to}, level.body, ind);
+      const std::string simd = "#pragma omp simd" + red + "\n";
+      const LoopRange range{x, from, to};
+      if (!kinds) return level.invariant + unswitched_loop(simd, range, level.body, ind);
+      return level.invariant + versioned(vector_form_chosen, "vector form (gathers)", "",
+                                         unswitched_loop(simd, range, level.body, ind + 1),
+                                         unswitched_loop("", range, level.body, ind + 1), ind);
     };
     const auto levels = [&](const Copies& c, int ind) {
       std::string code = loop(kdim, ind);
@@ -699,5 +708,7 @@ std::string generate_cpu_source(const ir::Schedule& s, const CpuCodegenOptions& 
   src += "  return *call->error;\n}\n";
   return src;
 }
+
+bool has_loop_forms(const std::string& source) { return source.find(vector_form_chosen) != std::string::npos; }
 
 }  // namespace fieldflow::codegen

@@ -19,4 +19,8 @@ struct CpuCodegenOptions {
 // every grid size; the layout (which dimension is unit-stride) is compiled in.
 std::string generate_cpu_source(const ir::Schedule& s, const CpuCodegenOptions& options = {});
 
+// Whether a source generate_cpu_source returned has loops in both forms (ff_call::loop_form picks
+// one), so that timing the two forms can tell them apart.
+bool has_loop_forms(const std::string& source);
+
 }  // namespace fieldflow::codegen
