@@ -245,6 +245,7 @@ nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& sa
                            {"vs_copy", number_or_null(y == yardstick.end() ? 0 : gbps / y->second, y != yardstick.end())},
                            {"vs_handwritten", number_or_null(hw == handwritten.end() ? 0 : hw->second / s->median,
                                                              hw != handwritten.end())}});
+    if (!c.loop_form.empty()) results.back()["loop_form"] = c.loop_form;
     if (c.plan && planned.insert(key).second) {
       const MemoryPlan& p = *c.plan;
       memory.push_back(json{{"program", c.program},
@@ -435,6 +436,14 @@ std::string markdown_tables(const nlohmann::json& report) {
   if (any_collapsed)
     s += "\n`=`: the program has no transients, so its module is the same in every mode; it ran once (pool) and "
          "that time stands for all four.\n";
+  std::string forms;
+  for (const auto& r : report.at("results"))
+    if (r.contains("loop_form"))
+      forms += fmt::format("{}{} {} {} {}: {}", forms.empty() ? "" : "; ", r.at("program").get<std::string>(),
+                           short_layout(r.at("layout")), r.at("size").get<std::string>(), r.at("mode").get<std::string>(),
+                           r.at("loop_form").get<std::string>());
+  if (!forms.empty())
+    s += "\nLoop forms the tuning kept (LoopForm::tuned, timed on each instance's first calls): " + forms + ".\n";
 
   if (!report.at("memory").empty()) {
     s += "\n| program | layout | size | transients | naive sum B | packed B | lower bound B | packed / bound |\n";

@@ -63,6 +63,7 @@ struct CaseInfo {
   std::string size;
   double compulsory_bytes = 0;  // per call (copies: bytes read + written)
   std::optional<MemoryPlan> plan;  // filled when a fieldflow kernel case first runs
+  std::string loop_form;  // a fieldflow kernel with two loop forms: the one tuning kept (LoopForm)
 };
 
 // Cases in registration order (stable: the report lists them in this order).
