@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
@@ -141,7 +142,7 @@ inline double limited(double flux, double gradient) {
 }
 
 // ---------------------------------------------------------------------------------------------
-std::function<void()> bind_laplacian(examples::ExampleInstance& inst) {
+std::function<void()> bind_laplacian(examples::ExampleInstance& inst, BaselineForm /*one form*/) {
   const auto in = view<double>(inst, "in", 3);
   const auto out = view<double>(inst, "out", 3);
   const CartSizes n = cart_sizes(inst);
@@ -158,7 +159,7 @@ std::function<void()> bind_laplacian(examples::ExampleInstance& inst) {
 
 // lap_of_lap: the Laplacian of the Laplacian, the inner one recomputed at the five points from
 // cache rather than stored.
-std::function<void()> bind_lap_of_lap(examples::ExampleInstance& inst) {
+std::function<void()> bind_lap_of_lap(examples::ExampleInstance& inst, BaselineForm /*one form*/) {
   const auto in = view<double>(inst, "in", 3);
   const auto out = view<double>(inst, "out", 3);
   const CartSizes n = cart_sizes(inst);
@@ -178,7 +179,7 @@ std::function<void()> bind_lap_of_lap(examples::ExampleInstance& inst) {
 }
 
 // hdiff: one fused pass; lap at the five points, the four limited fluxes, the update.
-std::function<void()> bind_hdiff(examples::ExampleInstance& inst) {
+std::function<void()> bind_hdiff(examples::ExampleInstance& inst, BaselineForm /*one form*/) {
   const auto in = view<double>(inst, "in", 3);
   const auto coeff = view<double>(inst, "coeff", 3);
   const auto out = view<double>(inst, "out", 3);
@@ -439,7 +440,7 @@ void vadv_ifast(const VadvFields& f, const ThreadScratch& scratch) {
   }
 }
 
-std::function<void()> bind_vadv(examples::ExampleInstance& inst) {
+std::function<void()> bind_vadv(examples::ExampleInstance& inst, BaselineForm /*one form*/) {
   const VadvFields f = vadv_fields(inst);
   if (layout_of(inst) == Layout::vertical_fastest) {
     auto scratch = vadv_kfast_scratch(f.nk);
@@ -450,7 +451,7 @@ std::function<void()> bind_vadv(examples::ExampleInstance& inst) {
 }
 
 // ---------------------------------------------------------------------------------------------
-std::function<void()> bind_vertical_interp(examples::ExampleInstance& inst) {
+std::function<void()> bind_vertical_interp(examples::ExampleInstance& inst, BaselineForm /*one form*/) {
   const auto in = view<double>(inst, "in", 3);
   const auto out = view<double>(inst, "out", 3);
   const CartSizes n = cart_sizes(inst);
@@ -465,7 +466,7 @@ std::function<void()> bind_vertical_interp(examples::ExampleInstance& inst) {
   };
 }
 
-std::function<void()> bind_masked_update(examples::ExampleInstance& inst) {
+std::function<void()> bind_masked_update(examples::ExampleInstance& inst, BaselineForm /*one form*/) {
   const auto a = view<double>(inst, "a", 3), b = view<double>(inst, "b", 3);
   const auto ta = view<const double>(inst, "ta", 3), tb = view<const double>(inst, "tb", 3);
   const auto mask = view<const bool>(inst, "mask", 3);
@@ -526,6 +527,44 @@ void for_each_block(int n, const Block& block) {
   for (int b = 0; b < blocks; ++b) block(b * mesh_block, std::min(mesh_block, n - b * mesh_block));
 }
 
+// A level's loop over the elements [0, count) of a block, in one of the two forms (BaselineForm):
+// as written (the compiler's cost model decides; every loop that measured faster forced is forced
+// in both forms), or forced into vector form, its neighbour loads gathers.
+template <bool Vector, class Body>
+inline void block_elements(int count, const Body& body) {
+  if constexpr (Vector) {
+#pragma omp simd
+    for (int i = 0; i < count; ++i) body(i);
+  } else {
+    for (int i = 0; i < count; ++i) body(i);
+  }
+}
+
+// The baseline `run(std::bool_constant<vector>)` in the form asked; tuned: after a warm-up call
+// of each, both forms run three times, alternately, and the one whose fastest call was faster
+// stays (the fastest: the call a shared machine disturbed least).
+template <class Run>
+std::function<void()> in_form(BaselineForm form, const Run& run) {
+  const auto as_written = [run] { run(std::false_type{}); };
+  const auto vector = [run] { run(std::true_type{}); };
+  if (form == BaselineForm::as_written) return as_written;
+  if (form == BaselineForm::vector) return vector;
+  const auto seconds = [](const auto& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  as_written();
+  vector();
+  double best_as_written = seconds(as_written), best_vector = seconds(vector);
+  for (int r = 1; r < 3; ++r) {
+    best_as_written = std::min(best_as_written, seconds(as_written));
+    best_vector = std::min(best_vector, seconds(vector));
+  }
+  if (best_vector < best_as_written) return vector;
+  return as_written;
+}
+
 // The mesh baselines walk a field with levels as contiguous columns (vertical-fastest) or, in
 // their blocks, as contiguous planes of one level (horizontal-fastest), as make_instance builds
 // them: a field whose stride along the layout's fastest dim is not 1 (a view with other strides)
@@ -547,7 +586,7 @@ void require_unit_stride(const View<T>& v, const MeshSizes& n, const char* progr
 // because multiplying by an orientation sign of +-1 is exact (checked when bound). The 0.5 stays
 // with the sum: 0.5 (a + b) is inexact where a + b is a subnormal with an odd last bit, so folding
 // it into the weight would change those results (tests/bench: FvmNablaIsExactWhereEdgeSumsAreSubnormal).
-std::function<void()> bind_fvm_nabla(examples::ExampleInstance& inst) {
+std::function<void()> bind_fvm_nabla(examples::ExampleInstance& inst, BaselineForm /*every loop forced: one form*/) {
   const auto pp = view<const double>(inst, "pp", 2);
   const auto sx = view<const double>(inst, "S_x", 1), sy = view<const double>(inst, "S_y", 1);
   const auto sign = view<const double>(inst, "sign", 2);
@@ -671,7 +710,7 @@ std::function<void()> bind_fvm_nabla(examples::ExampleInstance& inst) {
 }
 
 // nabla4: per edge, weighted sums of the four E2C2V vertices' (u, v); see the program.
-std::function<void()> bind_nabla4(examples::ExampleInstance& inst) {
+std::function<void()> bind_nabla4(examples::ExampleInstance& inst, BaselineForm form) {
   const auto uv = view<const double>(inst, "u_vert", 2), vv = view<const double>(inst, "v_vert", 2);
   const auto twu = view<const double>(inst, "tang_weight_u", 2), twv = view<const double>(inst, "tang_weight_v", 2);
   const auto nwu = view<const double>(inst, "norm_weight_u", 2), nwv = view<const double>(inst, "norm_weight_v", 2);
@@ -726,7 +765,8 @@ std::function<void()> bind_nabla4(examples::ExampleInstance& inst) {
         }
       }
     };
-  return [=] {
+  return in_form(form, [=](auto vector_form) {
+    constexpr bool vector = decltype(vector_form)::value;
     for_each_block(n.n, [&](int first, int count) {
       std::int32_t at[4][mesh_block];
       bool has[4][mesh_block];
@@ -766,18 +806,17 @@ std::function<void()> bind_nabla4(examples::ExampleInstance& inst) {
           const double twice = 2.0 * z[i];
           return 4.0 * ((norm - twice) * vvl2[i] + (tang - twice) * pel2[i]);
         };
-        if (full) {
-          for (int i = 0; i < count; ++i) o[i] = body(i, false);
-        } else {
-          for (int i = 0; i < count; ++i) o[i] = body(i, true);
-        }
+        if (full)
+          block_elements<vector>(count, [&](int i) { o[i] = body(i, false); });
+        else
+          block_elements<vector>(count, [&](int i) { o[i] = body(i, true); });
       }
     });
-  };
+  });
 }
 
 // c2e2co_sum: out = sum over C2E2CO (self first) of in(neighbour) * weights.
-std::function<void()> bind_c2e2co_sum(examples::ExampleInstance& inst) {
+std::function<void()> bind_c2e2co_sum(examples::ExampleInstance& inst, BaselineForm form) {
   const auto in = view<const double>(inst, "in", 2);
   const auto w = view<const double>(inst, "weights", 2);
   const auto out = view<double>(inst, "out", 2);
@@ -813,7 +852,8 @@ std::function<void()> bind_c2e2co_sum(examples::ExampleInstance& inst) {
         }
       }
     };
-  return [=] {
+  return in_form(form, [=](auto vector_form) {
+    constexpr bool vector = decltype(vector_form)::value;
     for_each_block(n.n, [&](int first, int count) {
       std::int32_t at[4][mesh_block];
       bool has[4][mesh_block];
@@ -831,25 +871,26 @@ std::function<void()> bind_c2e2co_sum(examples::ExampleInstance& inst) {
         const double* __restrict p = in.ptr(0, k);
         double* __restrict o = out.ptr(first, k);
         if (full) {
-          for (int i = 0; i < count; ++i)
+          block_elements<vector>(count, [&](int i) {
             o[i] = (((0.0 + p[at[0][i]] * wt[0][i]) + p[at[1][i]] * wt[1][i]) + p[at[2][i]] * wt[2][i]) +
                    p[at[3][i]] * wt[3][i];
+          });
         } else {
-          for (int i = 0; i < count; ++i) {
+          block_elements<vector>(count, [&](int i) {
             double acc = 0.0;
 #pragma GCC unroll 4
             for (int q = 0; q < 4; ++q) acc = has[q][i] ? acc + p[at[q][i]] * wt[q][i] : acc;
             o[i] = acc;
-          }
+          });
         }
       }
     });
-  };
+  });
 }
 
 // diffusion_chain: out = u + dt * sum_V2E(((u(E2V[1]) - u(E2V[0])) inv_len) sign), the edge
 // gradient recomputed per vertex (it is two loads and a subtraction: cheaper than a round trip).
-std::function<void()> bind_diffusion_chain(examples::ExampleInstance& inst) {
+std::function<void()> bind_diffusion_chain(examples::ExampleInstance& inst, BaselineForm form) {
   const auto u = view<const double>(inst, "u", 2);
   const auto inv_len = view<const double>(inst, "inv_len", 1);
   const auto sign = view<const double>(inst, "sign", 2);
@@ -897,7 +938,8 @@ std::function<void()> bind_diffusion_chain(examples::ExampleInstance& inst) {
       }
     };
   // Per block: each slot's two vertices (the vertex itself where the edge is missing) and weights.
-  return [=] {
+  return in_form(form, [=](auto vector_form) {
+    constexpr bool vector = decltype(vector_form)::value;
     for_each_block(n.n, [&](int first, int count) {
       std::int32_t a0[6][mesh_block], a1[6][mesh_block];
       bool has[6][mesh_block];
@@ -919,12 +961,12 @@ std::function<void()> bind_diffusion_chain(examples::ExampleInstance& inst) {
         const double* __restrict p = u.ptr(0, k);
         double* __restrict o = out.ptr(first, k);
         if (full) {
-          for (int i = 0; i < count; ++i) {
+          block_elements<vector>(count, [&](int i) {
             double acc = 0.0;
 #pragma GCC unroll 6
             for (int q = 0; q < 6; ++q) acc += ((p[a1[q][i]] - p[a0[q][i]]) * wt[q][i]) * sg[q][i];
             o[i] = p[first + i] + dt * acc;
-          }
+          });
         } else {
 #pragma omp simd
           for (int i = 0; i < count; ++i) {
@@ -936,10 +978,10 @@ std::function<void()> bind_diffusion_chain(examples::ExampleInstance& inst) {
         }
       }
     });
-  };
+  });
 }
 
-using Binder = std::function<void()> (*)(examples::ExampleInstance&);
+using Binder = std::function<void()> (*)(examples::ExampleInstance&, BaselineForm);
 
 struct Entry {
   const char* name;
@@ -960,10 +1002,10 @@ bool has_baseline(const std::string& program, Layout /*layout*/) {
   return false;
 }
 
-std::function<void()> bind_baseline(const std::string& program, examples::ExampleInstance& inst) {
+std::function<void()> bind_baseline(const std::string& program, examples::ExampleInstance& inst, BaselineForm form) {
   if (inst.fields.empty()) throw ArgumentError(fmt::format("baseline {}: the instance has no fields", program));
   for (const auto& e : entries)
-    if (program == e.name) return e.bind(inst);
+    if (program == e.name) return e.bind(inst, form);
   throw ArgumentError(fmt::format("no hand-written baseline for program '{}'", program));
 }
 
