@@ -8,6 +8,40 @@
 namespace fieldflow::codegen {
 namespace {
 
+// A copy with its unit factors folded leaves the unfolded product unread: that product and the
+// load only it read go, a chain of them too; what an assignment, a store or a nested block reads
+// stays, and so does a local assigned later (its assignment reads it).
+TEST(LoopInvariants, DeadLocalsGoWithWhatOnlyTheyRead) {
+  const std::string body =
+      "  double acc0 = double(0);\n"
+      "  const double v4 = b1[o1 + x_Cell];\n"
+      "  const double u4 = blk_unit0[x_Cell - blk_];\n"
+      "  const double v5 = b0[o0 + x_Cell + x_K * s0_1];\n"
+      "  const double v6 = static_cast<double>(v5 * v4);\n"
+      "  const double v7 = static_cast<double>(v6 * 2.0);\n"
+      "  const double w6 = static_cast<double>(v5 * u4);\n"
+      "  bool ok1 = true;\n"
+      "  const double v8 = static_cast<double>(acc0 + w6);\n"
+      "  acc0 = ok1 ? v8 : acc0;\n"
+      "  if (x_K == 0) {\n"
+      "    const double unused_inside = v5;\n"
+      "  }\n"
+      "  b2[o2 + x_Cell + x_K * s2_1] = acc0;\n";
+  EXPECT_EQ(without_dead_locals(body),
+            "  double acc0 = double(0);\n"
+            "  const double u4 = blk_unit0[x_Cell - blk_];\n"
+            "  const double v5 = b0[o0 + x_Cell + x_K * s0_1];\n"
+            "  const double w6 = static_cast<double>(v5 * u4);\n"
+            "  bool ok1 = true;\n"
+            "  const double v8 = static_cast<double>(acc0 + w6);\n"
+            "  acc0 = ok1 ? v8 : acc0;\n"
+            "  if (x_K == 0) {\n"
+            "    const double unused_inside = v5;\n"
+            "  }\n"
+            "  b2[o2 + x_Cell + x_K * s2_1] = acc0;\n");
+  EXPECT_EQ(without_dead_locals(""), "");
+}
+
 // A neighbour reduction: the table row, its mask and the weight move; the loads along K, the
 // accumulation and the store stay; the mask is reported for the full-row copy.
 TEST(LoopInvariants, TableRowsWeightsAndMasksMoveLoadsAlongTheLoopStay) {

@@ -235,6 +235,31 @@ std::vector<HoistedLocal> hoisted_locals_read(const std::string& statements, con
   return out;
 }
 
+std::string without_dead_locals(const std::string& body) {
+  const std::vector<Line> lines = split_lines(body);
+  std::vector<std::optional<Statement>> declares(lines.size());
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (auto st = local_statement(lines[i].text); st && !st->type.empty() && lines[i].depth == 0) declares[i] = st;
+  std::vector<bool> kept(lines.size(), true);
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    std::set<std::string> read;  // by the lines kept, a declaration's own name aside
+    for (std::size_t i = 0; i < lines.size(); ++i)
+      if (kept[i])
+        for (auto& id : identifiers(lines[i].text))
+          if (!declares[i] || id != declares[i]->name) read.insert(std::move(id));
+    for (std::size_t i = 0; i < lines.size(); ++i)
+      if (kept[i] && declares[i] && !read.count(declares[i]->name)) {
+        kept[i] = false;
+        dropped = true;
+      }
+  }
+  std::string out;
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (kept[i]) out += lines[i].text + "\n";
+  return out;
+}
+
 HoistedLoopBody hoist_loop_invariants(const std::string& body, const std::string& loop_var) {
   const std::vector<Line> lines = split_lines(body);
   std::set<std::string> dependent{loop_var};

@@ -46,6 +46,13 @@ struct HoistedLocal {
 // kernel) keeps these in per-block arrays.
 std::vector<HoistedLocal> hoisted_locals_read(const std::string& statements, const std::string& uses);
 
+// `body` without the declarations of locals nothing reads (at the body's top level; repeatedly, so
+// a chain that only fed a dead local goes too). The point emitter computes every product it may
+// need, and a copy with unit factors folded leaves the unfolded ones unread: the compiler drops
+// them, but a block that kept their level-invariant inputs in arrays would fill those for nothing
+// and be sized as if they were read.
+std::string without_dead_locals(const std::string& body);
+
 // Branches of a vector loop's body on a condition that does not change along the loop: in a
 // loop across columns inside a level loop, `if (x_K == 0) {...} else {...}` (a boundary level).
 // GCC if-converts such a branch into both sides computed and blended (masked loads included) at

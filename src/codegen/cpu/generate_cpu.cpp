@@ -384,6 +384,9 @@ class KernelEmitter : public PointEmitter {
       if (s.candidates == shared.candidates && s.fast_prelude == shared.fast_prelude && s.condition == shared.condition)
         folded.shared = s.fast_body;
     }
+    // What a copy does not read is neither kept per element nor counted in the block's size.
+    for (Copies* c : {&plain, &folded})
+      for (std::string* body : {&c->general, &c->full, &c->shared}) *body = without_dead_locals(*body);
     std::string hoisted = per_element.invariant;
     for (const auto& statement : per_element.fast_prelude) hoisted += pad(4) + statement + "\n";
     if (sharing)
