@@ -397,8 +397,9 @@ class KernelEmitter : public PointEmitter {
       for (const auto& l : locals) bytes += l.type == "bool" ? 1 : l.type == "float" || l.type == "std::int32_t" ? 4 : 8;
       return bytes;
     };
-    // What one level of a block reads back is what one copy reads: that stays within about a
-    // third of a 32 KiB L1 data cache.
+    // What one level of a block reads back is what one copy reads: that stays within half of a
+    // 32 KiB L1 data cache. Larger blocks pay the vector form's setup per run over more elements
+    // (fvm_nabla hf on the torus: 3.3 ms at 32 elements, 2.6-3.1 at 64; docs/performance.md).
     std::string every_copy;
     std::size_t bytes = 0;
     for (const Copies* c : {&plain, &folded})
@@ -408,7 +409,7 @@ class KernelEmitter : public PointEmitter {
       }
     const std::vector<HoistedLocal> kept = hoisted_locals_read(hoisted, every_copy);
     int block = element_block;
-    while (block > 8 && bytes * static_cast<std::size_t>(block) > 12 * 1024) block /= 2;
+    while (block > 8 && bytes * static_cast<std::size_t>(block) > 16 * 1024) block /= 2;
 
     std::string all_present, units;
     for (const auto& m : per_element.masks) all_present += " && " + m;
