@@ -500,14 +500,17 @@ std::function<void()> bind_masked_update(examples::ExampleInstance& inst, Baseli
 // Recomputing the table walks per level (the plain way) costs integer loads at every point. A
 // missing neighbour's slot reads a stand-in element and its term is not taken (a select: every
 // block of a bounded mesh has boundary rows, at both ends of each row); blocks without missing
-// neighbours run without the selects. A level loop is forced into vector form (`omp simd`, so
-// its loads become gathers) only where that measured faster on this machine's AMD EPYC (Zen 4,
-// `fieldflow bench`, 100x100 meshes x 80 levels, 2 threads, medians of 7): fvm_nabla (1.7 ms
-// against 2.9 scalar: its divisions vectorise) and the select loops of diffusion_chain (2.6-2.8
-// against 3.1-3.3); elsewhere GCC's cost model decides and keeps them scalar, because gathers are
-// slow here: c2e2co_sum 2.0 ms against 2.9 forced, diffusion_chain's full blocks 2.2-2.3 against
-// 2.7-3.3, nabla4 8.0 against 8.3. Level by level without blocks, scalar (the table read at
-// every point, each level's plane streamed whole), c2e2co_sum took 3.6-4.0 ms against 1.7-2.1.
+// neighbours run without the selects. As written, a level loop is forced into vector form (`omp
+// simd`, so its loads become gathers) only where that measured faster on an AMD EPYC with
+// AVX-512 (`fieldflow bench`, 100x100 meshes x 80 levels, 2 threads, medians of 7): fvm_nabla
+// (1.7 ms against 2.9 scalar: its divisions vectorise) and the select loops of diffusion_chain
+// (2.6-2.8 against 3.1-3.3); elsewhere GCC's cost model decides and keeps them scalar, because
+// gathers were slow there: c2e2co_sum 2.0 ms against 2.9 forced, diffusion_chain's full blocks
+// 2.2-2.3 against 2.7-3.3, nabla4 8.0 against 8.3. On an AMD EPYC without AVX-512 (Zen 3, where
+// GCC emulates gathers) forcing those too was faster (torus: nabla4 9.1 -> 6.8 ms, c2e2co_sum 2.5
+// -> 1.9, diffusion_chain 3.1 -> 2.3), so they come in both forms and the faster is kept when
+// bound (BaselineForm, in_form). Level by level without blocks, scalar (the table read at every
+// point, each level's plane streamed whole), c2e2co_sum took 3.6-4.0 ms against 1.7-2.1.
 
 struct MeshSizes {
   int n, nk;

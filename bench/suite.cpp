@@ -44,6 +44,10 @@ Workspace external_allocate(const AllocationRequest& r) {
   return {p, r.bytes, r.device, [p] { std::free(p); }};
 }
 
+// The forms SuiteOptions asks for (register_suite sets them).
+LoopForm asked_loop_form = LoopForm::tuned;
+BaselineForm asked_baseline_form = BaselineForm::tuned;
+
 CompileOptions options_for(TransientMemoryMode mode, Layout layout, const std::string& cache_dir = {}) {
   CompileOptions o;
   o.backend = Backend::cpu;
@@ -51,6 +55,7 @@ CompileOptions options_for(TransientMemoryMode mode, Layout layout, const std::s
   o.memory.mode = mode;
   if (mode == TransientMemoryMode::external) o.memory.external_memory_allocator = external_allocate;
   o.cache_dir = cache_dir;
+  o.loop_form = asked_loop_form;
   return o;
 }
 
@@ -184,7 +189,7 @@ void run_kernel_handwritten(benchmark::State& st, const KernelConfig& c, const s
   CaseInfo* info = find_case(name);
   ConfigState& cs = config_state(c);
   if (!cs.baseline) {
-    cs.baseline = bind_baseline(c.program, *cs.instance);
+    cs.baseline = bind_baseline(c.program, *cs.instance, asked_baseline_form);
     cs.baseline();
   }
   RepetitionProbe probe;
@@ -389,6 +394,8 @@ std::size_t register_suite(const SuiteOptions& o) {
   if (o.device == Device::cuda) return register_cuda_suite(o);
   std::size_t count = 0;
   state().keep_all = o.interleave;
+  asked_loop_form = o.loop_form;
+  asked_baseline_form = o.baseline_form;
   const double min_time = o.min_time;
   const std::regex filter(o.filter.empty() ? std::string(".") : o.filter);
   auto selected = [&](const std::string& name) { return std::regex_search(name, filter); };

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "baselines.h"
+#include "fieldflow/compile.h"
 #include "fieldflow/device.h"
 #include "fieldflow/examples.h"
 #include "fieldflow/field.h"
@@ -32,6 +34,10 @@ struct SuiteOptions {
   std::string filter;
   // Device::cuda: the GPU suite instead (cuda_suite.h).
   Device device = Device::cpu;
+  // The loop form of fieldflow's cases and the form of the mesh baselines (tuned: each keeps
+  // the faster of its two on this machine; pinned, to compare the forms).
+  LoopForm loop_form = LoopForm::tuned;
+  BaselineForm baseline_form = BaselineForm::tuned;
   // Quick defaults: 2 repetitions, 0.01 s, 1 cold compile.
   static SuiteOptions quick_defaults();
 };

@@ -22,7 +22,8 @@ namespace fieldflow::cli {
 namespace {
 
 struct BenchArgs {
-  std::string json_file, plot_file, table_file, filter, from_json, device = "cpu";
+  std::string json_file, plot_file, table_file, filter, from_json, device = "cpu", loop_form = "tuned",
+              baseline_form = "tuned";
   bool quick = false, sequential = false;
   int repetitions = 0;
   double min_time = 0;
@@ -53,6 +54,10 @@ void run_bench(const BenchArgs& a) {
     if (a.min_time > 0) o.suite.min_time = a.min_time;
     o.suite.interleave = !a.sequential;
     o.suite.device = parse_device(a.device);
+    o.suite.loop_form = a.loop_form == "scalar" ? LoopForm::scalar : a.loop_form == "vector" ? LoopForm::vector : LoopForm::tuned;
+    o.suite.baseline_form = a.baseline_form == "as_written" ? bench::BaselineForm::as_written
+                            : a.baseline_form == "vector"   ? bench::BaselineForm::vector
+                                                            : bench::BaselineForm::tuned;
     o.filter = a.filter;
     o.wait_idle_s = a.wait_idle;
     o.max_others_cpu = a.max_others_cpu;
@@ -96,6 +101,14 @@ void add_bench(CLI::App& app) {
                   "cpu: the host suite; cuda: the GPU suite (hdiff, vadv, nabla4, c2e2co_sum on device fields "
                   "against hand-written CUDA and the device's copy; needs a device)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--loop-form", a->loop_form,
+                  "The loop form of fieldflow's horizontal-fastest mesh blocks (LoopForm): tuned (default: each "
+                  "instance times both and keeps the faster), scalar or vector")
+      ->check(CLI::IsMember({"tuned", "scalar", "vector"}));
+  cmd->add_option("--baseline-form", a->baseline_form,
+                  "The form of the hand-written horizontal-fastest mesh baselines (BaselineForm): tuned (default), "
+                  "as_written or vector")
+      ->check(CLI::IsMember({"tuned", "as_written", "vector"}));
   cmd->add_option("--from-json", a->from_json, "Do not run: render the table / plot of an earlier report");
   cmd->callback([a] { run_bench(*a); });
 }
