@@ -29,6 +29,7 @@ Backend parse_backend(std::string_view name);  // throws OptionError
 // calls and keeps the faster. Other kernels and backends have one form and ignore it.
 enum class LoopForm : std::uint8_t { tuned, scalar, vector };
 std::string_view to_string(LoopForm f);
+LoopForm parse_loop_form(std::string_view name);  // throws OptionError
 
 struct CompileOptions {
   Backend backend = Backend::cpu;

@@ -27,7 +27,7 @@ from . import _core  # noqa: E402
 from ._arrays import FieldArray, as_field, empty, zeros  # noqa: E402
 from ._core import (  # noqa: E402
     AllocationError, AllocationRequest, ArgumentError, Backend, CacheError, CompiledProgram, CompileError,
-    ConcurrencyError, ConnectivityError, Connectivity, Device, DimensionError, Dimension, DimKind, DomainError,
+    ConcurrencyError, ConnectivityError, Connectivity, Device, DimensionError, Dimension, DimKind, DomainError, LoopForm,
     DType, DTypeError, Error, Expr, InternalError, LayoutError, Layout, MemoryPlan, MemoryStats, OptionError,
     PlannedTransient, ProgramBuilder, ProgramError, StorageError, TransientMemoryMode, WorkspaceError, WorkspaceRequirement,
     abs, arccos, arcsin, arctan, astype, bounded_mesh, broadcast, cbrt, ceil, concat_where, cos, cosh, exp,

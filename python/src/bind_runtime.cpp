@@ -595,7 +595,7 @@ class PyProgram {
 
 PyProgram* compile_program(const ir::Program& program, nb::handle backend, nb::handle layout, nb::handle mode,
                            nb::handle allocator, nb::handle workspace, int num_threads, std::int64_t parallel_threshold,
-                           const std::string& cache_dir, nb::handle static_scalars) {
+                           const std::string& cache_dir, nb::handle static_scalars, nb::handle loop_form) {
   CompileOptions options;
   options.backend = enum_or_name<Backend>(backend, &parse_backend);
   if (!layout.is_none()) options.layout = enum_or_name<Layout>(layout, &parse_layout);  // None: the backend's
@@ -621,6 +621,7 @@ PyProgram* compile_program(const ir::Program& program, nb::handle backend, nb::h
   options.num_threads = num_threads;
   options.parallel_threshold = parallel_threshold;
   options.cache_dir = cache_dir;
+  options.loop_form = enum_or_name<LoopForm>(loop_form, &parse_loop_form);
   if (!static_scalars.is_none())
     for (auto [k, v] : nb::borrow<nb::dict>(static_scalars)) options.static_scalars[nb::cast<std::string>(k)] = to_scalar(v);
   std::optional<CompiledProgram> compiled;
@@ -686,6 +687,10 @@ void bind_runtime(nb::module_& m) {
       .value("vertical_fastest", Layout::vertical_fastest)
       .value("horizontal_fastest", Layout::horizontal_fastest)
       .value("any", Layout::any);
+  nb::enum_<LoopForm>(m, "LoopForm")
+      .value("tuned", LoopForm::tuned)
+      .value("scalar", LoopForm::scalar)
+      .value("vector", LoopForm::vector);
   nb::enum_<Device>(m, "Device").value("CPU", Device::cpu).value("CUDA", Device::cuda);
   nb::enum_<TransientMemoryMode>(m, "TransientMemoryMode")
       .value("scoped", TransientMemoryMode::scoped)
@@ -770,13 +775,14 @@ void bind_runtime(nb::module_& m) {
       .def_prop_ro("generated_source", [](PyProgram& p) { return p.live().generated_source(); })
       .def_prop_ro("schedule_text", [](PyProgram& p) { return p.live().schedule_text(); })
       .def_prop_ro("compile_seconds", [](PyProgram& p) { return p.live().compile_seconds(); })
-      .def_prop_ro("cache_hit", [](PyProgram& p) { return p.live().cache_hit(); });
+      .def_prop_ro("cache_hit", [](PyProgram& p) { return p.live().cache_hit(); })
+      .def_prop_ro("loop_form", [](PyProgram& p) { return p.live().loop_form(); });
 
   m.def("compile", &compile_program, nb::arg("program"), nb::kw_only(), nb::arg("backend") = "cpu",
         nb::arg("layout") = nb::none(), nb::arg("transient_memory_mode") = nb::none(),
         nb::arg("external_memory_allocator") = nb::none(), nb::arg("external_workspace") = nb::none(),
         nb::arg("num_threads") = 0, nb::arg("parallel_threshold") = 16384, nb::arg("cache_dir") = "",
-        nb::arg("static_scalars") = nb::none(), nb::rv_policy::take_ownership);
+        nb::arg("static_scalars") = nb::none(), nb::arg("loop_form") = "tuned", nb::rv_policy::take_ownership);
 
   m.def("torus_mesh", [](int nx, int ny) { return mesh_to_python(make_torus_mesh(nx, ny)); }, nb::arg("nx"), nb::arg("ny"));
   m.def("bounded_mesh", [](int nx, int ny) { return mesh_to_python(make_bounded_mesh(nx, ny)); }, nb::arg("nx"), nb::arg("ny"));

@@ -169,6 +169,38 @@ def test_unstructured_shifts_and_reductions_with_skipped_neighbours(options, rng
     np.testing.assert_allclose(mean, want_grad[c2e].sum(axis=1) / 3.0, rtol=1e-12)
 
 
+def test_both_loop_forms_and_their_tuning_give_the_references_bits(rng):
+    # Horizontal-fastest mesh kernels run their element blocks in a scalar or a vector form
+    # (LoopForm): each pinned, and tuned (the first calls alternate them, then one stays).
+    mesh = ff.bounded_mesh(13, 11)  # blocks of elements with and without missing neighbours
+    t = mesh["tables"]
+    nv, ne, nc, nk = mesh["n_vertices"], mesh["n_edges"], mesh["n_cells"], 3
+    sizes = dict(n_vertices=nv, n_edges=ne, n_cells=nc, nk=nk, E2V=t["E2V"], V2E=t["V2E"], C2E=t["C2E"])
+
+    def run(compiled, seed):
+        data = np.random.default_rng(seed)
+        psi, sign = np.asfortranarray(data.random((nv, nk))), np.asfortranarray(data.random((nv, 6)))
+        outs = [np.asfortranarray(np.zeros(shape)) for shape in [(ne, nk), (nv, nk), (nv, nk), (nv, nk), (nc, nk)]]
+        compiled(psi, sign, outs[0], tuple(outs[1:4]), outs[4], **sizes)
+        return outs
+
+    reference = mesh_program.compile(backend="reference", layout="horizontal_fastest")
+    for form in ["scalar", ff.LoopForm.vector]:
+        compiled = mesh_program.compile(layout="horizontal_fastest", loop_form=form, num_threads=3,
+                                        parallel_threshold=0)
+        assert compiled.loop_form == (ff.LoopForm.scalar if form == "scalar" else ff.LoopForm.vector)
+        for got, want in zip(run(compiled, 1), run(reference, 1)):
+            np.testing.assert_array_equal(got, want)
+    tuned = mesh_program.compile(layout="horizontal_fastest", num_threads=3, parallel_threshold=0)
+    assert tuned.loop_form == ff.LoopForm.tuned
+    for call in range(9):
+        for got, want in zip(run(tuned, 10 + call), run(reference, 10 + call)):
+            np.testing.assert_array_equal(got, want)
+    assert tuned.loop_form in (ff.LoopForm.scalar, ff.LoopForm.vector)
+    with pytest.raises(ff.OptionError, match="unknown loop form 'fast'"):
+        mesh_program.compile(layout="horizontal_fastest", loop_form="fast")
+
+
 @field_operator
 def shifted_sum(f: IK, off: Field[[I, K], ff.int32], dt: float64, flag: bool) -> IK:
     values = f(K + off) * dt + ff.broadcast(ff.astype(ff.index(K), float64), [I, K])

@@ -37,6 +37,13 @@ std::string_view to_string(LoopForm f) {
   return "?";
 }
 
+LoopForm parse_loop_form(std::string_view name) {
+  if (name == "tuned") return LoopForm::tuned;
+  if (name == "scalar") return LoopForm::scalar;
+  if (name == "vector") return LoopForm::vector;
+  throw OptionError(fmt::format("unknown loop form '{}': expected tuned, scalar or vector", name));
+}
+
 Backend parse_backend(std::string_view name) {
   if (name == "reference") return Backend::reference;
   if (name == "cpu") return Backend::cpu;
