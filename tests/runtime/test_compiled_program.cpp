@@ -174,6 +174,9 @@ TEST(CompiledProgram, EnumOptionsOutOfRangeAreRejectedAtCompileTime) {
   CompileOptions threshold;
   threshold.parallel_threshold = -1;
   expect_option_error(threshold, "parallel_threshold must be >= 0");
+  CompileOptions form;
+  form.loop_form = static_cast<LoopForm>(3);
+  expect_option_error(form, "loop_form 3 is not a loop form: expected tuned (0), scalar (1) or vector (2)");
   for (const char* arch : {"compute_90", "sm90", "sm_9", "sm_90b", "sm_", "SM_90", " sm_90"}) {
     CompileOptions o;
     o.cuda_arch = arch;
