@@ -601,7 +601,7 @@ std::int32_t CompiledProgram::Impl::run_in_loop_form(const ff_call& c) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int timed = loop_form_calls++;  // 0: the warm-up
   double& best = loop_form_best[c.loop_form == ff_loop_vector ? 1 : 0];
-  if (timed > 0) best = timed <= 2 ? seconds : std::min(best, seconds);
+  if (timed > 0) best = std::min(best, seconds);
   if (loop_form_calls == 1 + 2 * loop_form_samples)
     loop_form.store(loop_form_best[1] < loop_form_best[0] ? LoopForm::vector : LoopForm::scalar, std::memory_order_relaxed);
   return status;

@@ -4,6 +4,7 @@
 // (load_aot); knows nothing of passes or code generation: it talks to generated code through the
 // C ABI (fieldflow/abi.h) and reads the schedule only as data (extents, memory plan).
 #include <atomic>
+#include <cmath>
 #include <memory>
 #include <thread>
 #include <mutex>
@@ -61,7 +62,7 @@ struct CompiledProgram::Impl {
   std::atomic<LoopForm> loop_form{LoopForm::scalar};  // read by CompiledProgram::loop_form() from any thread
   static constexpr int loop_form_samples = 3;
   int loop_form_calls = 0;
-  double loop_form_best[2] = {0, 0};  // seconds: scalar, vector
+  double loop_form_best[2] = {HUGE_VAL, HUGE_VAL};  // fastest timed call, seconds: scalar, vector
   std::int32_t run_in_loop_form(const ff_call& call);
   std::unique_ptr<runtime::TransientMemory> memory;
 
