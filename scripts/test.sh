@@ -35,10 +35,10 @@ scripts/race.sh 10 --seed 1
 # against an emulated CUDA runtime (its staging of descriptors and copies), and the GPU benchmark's
 # hand-written CUDA kernels under their emulated grid (a read past a field's halo), and the whole language
 # suite through the CPU backend against the reference (both sides under UBSan: integer overflow in
-# a program's arithmetic must wrap, never be undefined; about 4 minutes to build, 1 to run), and through
-# the CUDA generator's kernels under an emulated launch grid (each thread's index arithmetic, a
-# consumer fused into a scan's level loop writing only inside its box, exact fenced workspaces:
-# about 3 minutes to build, 1.5 to run). The whole suite under ASan
+# a program's arithmetic must wrap, never be undefined), and through the CUDA generator's kernels
+# under an emulated launch grid (each thread's index arithmetic, a consumer fused into a scan's
+# level loop writing only inside its box, exact fenced workspaces). The two share the suite's
+# objects (tests/reference/run_program.h): about 5 minutes to build, 2.5 to run. The whole suite under ASan
 # (`ctest --preset asan`) builds for about an hour on 2 cores, past CI's budget: run it by hand.
 # Last, 15 random programs (seeds 201-215, after the 200 the release suite's FuzzBatch checks)
 # against the reference with every check in this process, so a sanitizer report ends the run: the

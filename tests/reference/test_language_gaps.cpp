@@ -30,11 +30,8 @@ const Connectivity C2E2C = make_connectivity("C2E2C", Cell, Cell, 3);
 const Connectivity V2E = make_connectivity("V2E", Vertex, Edge, 6);
 const Connectivity V2C = make_connectivity("V2C", Vertex, Cell, 6);
 
-#ifdef FIELDFLOW_TEST_CPU_BACKEND
-constexpr Backend kBackend = Backend::cpu;
-#else
-constexpr Backend kBackend = Backend::reference;
-#endif
+// The backend of this binary's tests that compile for themselves (run_program.h).
+const Backend kBackend = suite_backend();
 
 std::int64_t nv(const Mesh& m) { return m.n_vertices; }
 std::int64_t ne(const Mesh& m) { return m.n_edges; }
