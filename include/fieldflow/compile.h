@@ -30,6 +30,8 @@ Backend parse_backend(std::string_view name);  // throws OptionError
 enum class LoopForm : std::uint8_t { tuned, scalar, vector };
 std::string_view to_string(LoopForm f);
 LoopForm parse_loop_form(std::string_view name);  // throws OptionError
+// OptionError naming `program` unless `form` is one of LoopForm's values (e.g. from a C host).
+void check_loop_form(std::string_view program, LoopForm form);
 
 struct CompileOptions {
   Backend backend = Backend::cpu;
@@ -101,6 +103,12 @@ class CompiledProgram {
   // The loop form calls use: the options' scalar or vector; with tuned, tuned while the instance
   // still times both forms (its first calls, LoopForm), then the faster.
   LoopForm loop_form() const;
+  // Pins the loop form of the following calls (scalar, vector), or starts the timing of both
+  // forms afresh (tuned): e.g. after the sizes changed, since the faster form is a property of the
+  // sizes as well as of the machine. Waits for a call in progress; from inside a call of this
+  // instance (its allocator, a release action or a memory listener) a ConcurrencyError. A value
+  // outside LoopForm is an OptionError. Either form gives the same bits.
+  void set_loop_form(LoopForm form);
 
   // Memory needed for given sizes, per device, before any call (to size a shared workspace).
   std::vector<WorkspaceRequirement> workspace_requirements(const SizeMap& sizes) const;

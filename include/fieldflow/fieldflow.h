@@ -245,6 +245,17 @@ ff_status ff_program_run(ff_program* program);
  * non-NULL stream on a handle of another backend. */
 ff_status ff_program_set_cuda_stream(ff_program* program, void* stream);
 
+/* The loop form of the CPU backend's horizontal-fastest mesh blocks (docs/performance.md, "Two loop
+ * forms"): the same bits either way, the faster depends on the machine and the kernel. A new
+ * handle is TUNED: its first runs time both forms, then it keeps the faster, and
+ * ff_program_loop_form reports SCALAR or VECTOR. Setting SCALAR or VECTOR pins a form for the
+ * following runs; setting TUNED times both afresh (e.g. after the sizes changed). A handle whose
+ * module has one form (other programs, layouts and backends) reports SCALAR after TUNED. An
+ * unknown value is FF_ERROR_OPTION and changes nothing. */
+enum { FF_LOOP_FORM_TUNED = 0, FF_LOOP_FORM_SCALAR = 1, FF_LOOP_FORM_VECTOR = 2 };
+ff_status ff_program_set_loop_form(ff_program* program, int form);
+ff_status ff_program_loop_form(const ff_program* program, int* form);
+
 /* ---- meshes (examples, tests and drivers) ------------------------------------------------- */
 /* The element counts of fieldflow's triangular mesh of nx x ny vertices (include/fieldflow/mesh.h):
  * kind "torus" (periodic, nx, ny >= 3) or "bounded" (nx, ny >= 2, tables contain -1). */

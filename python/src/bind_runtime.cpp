@@ -776,7 +776,15 @@ void bind_runtime(nb::module_& m) {
       .def_prop_ro("schedule_text", [](PyProgram& p) { return p.live().schedule_text(); })
       .def_prop_ro("compile_seconds", [](PyProgram& p) { return p.live().compile_seconds(); })
       .def_prop_ro("cache_hit", [](PyProgram& p) { return p.live().cache_hit(); })
-      .def_prop_ro("loop_form", [](PyProgram& p) { return p.live().loop_form(); });
+      // Setting pins a form, or (tuned) times both afresh, e.g. after the sizes changed.
+      .def_prop_rw(
+          "loop_form", [](PyProgram& p) { return p.live().loop_form(); },
+          [](PyProgram& p, nb::handle form) {
+            const LoopForm f = enum_or_name<LoopForm>(form, &parse_loop_form);
+            CompiledProgram& program = p.live();
+            nb::gil_scoped_release release;  // waits for a call in progress, whose allocator may need the GIL
+            program.set_loop_form(f);
+          });
 
   m.def("compile", &compile_program, nb::arg("program"), nb::kw_only(), nb::arg("backend") = "cpu",
         nb::arg("layout") = nb::none(), nb::arg("transient_memory_mode") = nb::none(),

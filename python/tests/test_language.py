@@ -199,6 +199,18 @@ def test_both_loop_forms_and_their_tuning_give_the_references_bits(rng):
     assert tuned.loop_form in (ff.LoopForm.scalar, ff.LoopForm.vector)
     with pytest.raises(ff.OptionError, match="unknown loop form 'fast'"):
         mesh_program.compile(layout="horizontal_fastest", loop_form="fast")
+    # Set on a compiled program: pinned, or timed again (e.g. for new sizes); a bad name changes nothing.
+    tuned.loop_form = "vector"
+    assert tuned.loop_form == ff.LoopForm.vector
+    with pytest.raises(ff.OptionError, match="unknown loop form 'fast'"):
+        tuned.loop_form = "fast"
+    assert tuned.loop_form == ff.LoopForm.vector
+    tuned.loop_form = ff.LoopForm.tuned
+    for call in range(7):
+        assert tuned.loop_form == ff.LoopForm.tuned
+        for got, want in zip(run(tuned, 30 + call), run(reference, 30 + call)):
+            np.testing.assert_array_equal(got, want)
+    assert tuned.loop_form in (ff.LoopForm.scalar, ff.LoopForm.vector)
 
 
 @field_operator

@@ -766,4 +766,28 @@ ff_status ff_program_set_cuda_stream(ff_program* program, void* stream) {
   });
 }
 
+static_assert(FF_LOOP_FORM_TUNED == static_cast<int>(LoopForm::tuned) &&
+              FF_LOOP_FORM_SCALAR == static_cast<int>(LoopForm::scalar) &&
+              FF_LOOP_FORM_VECTOR == static_cast<int>(LoopForm::vector), "the C values are LoopForm's");
+
+ff_status ff_program_set_loop_form(ff_program* program, int form) {
+  return guarded([&] {
+    const auto h = registry().find(program);
+    auto lock = lock_handle(*h, "ff_program_set_loop_form");
+    // Checked as an int: a cast to LoopForm first would wrap 256 into TUNED.
+    if (form < FF_LOOP_FORM_TUNED || form > FF_LOOP_FORM_VECTOR)
+      throw OptionError(fmt::format("ff_program_set_loop_form: program '{}': form {} is not an FF_LOOP_FORM_* value: "
+                                    "expected FF_LOOP_FORM_TUNED (0), FF_LOOP_FORM_SCALAR (1) or FF_LOOP_FORM_VECTOR (2)",
+                                    h->program.program().name, form));
+    h->program.set_loop_form(static_cast<LoopForm>(form));
+  });
+}
+
+ff_status ff_program_loop_form(const ff_program* program, int* form) {
+  return guarded([&] {
+    int& out = out_param(form, "ff_program_loop_form", "form");
+    out = static_cast<int>(registry().find(program)->program.loop_form());
+  });
+}
+
 }  // extern "C"

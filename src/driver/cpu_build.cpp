@@ -57,9 +57,7 @@ std::string check_options(const ir::Program& program, const CompileOptions& opti
   if (options.parallel_threshold < 0)
     throw OptionError(fmt::format("program '{}': parallel_threshold must be >= 0 points (0: always parallel), given {}",
                                   program.name, options.parallel_threshold));
-  if (static_cast<unsigned>(options.loop_form) > static_cast<unsigned>(LoopForm::vector))
-    throw OptionError(fmt::format("program '{}': loop_form {} is not a loop form: expected tuned (0), scalar (1) or "
-                                  "vector (2)", program.name, static_cast<unsigned>(options.loop_form)));
+  check_loop_form(program.name, options.loop_form);
   // NVRTC's machine code for one architecture (a cubin): compute_XY (PTX) and misspellings would
   // otherwise fail later, on a GPU machine only, with NVRTC's or the driver's words.
   if (const std::string& a = options.cuda_arch; !a.empty() && !is_cuda_arch(a))

@@ -42,6 +42,7 @@ module fieldflow
       FF_DTYPE_FLOAT32 = 3, FF_DTYPE_FLOAT64 = 4
   integer(c_int), parameter, public :: FF_PARAM_FIELD = 0, FF_PARAM_SCALAR = 1, FF_PARAM_CONNECTIVITY = 2
   integer(c_int), parameter, public :: FF_DIM_HORIZONTAL = 0, FF_DIM_VERTICAL = 1, FF_DIM_LOCAL = 2
+  integer(c_int), parameter, public :: FF_LOOP_FORM_TUNED = 0, FF_LOOP_FORM_SCALAR = 1, FF_LOOP_FORM_VECTOR = 2
 
   ! ff_options of fieldflow.h, member for member. Initialised to ff_options_init's defaults.
   type, bind(c), public :: ff_options
@@ -73,7 +74,7 @@ module fieldflow
   end type c_param_info
 
   public :: ff_last_error, ff_check, ff_options_init, ff_program_create, ff_program_create_aot, &
-      ff_program_destroy, ff_program_run, ff_set_cuda_stream, &
+      ff_program_destroy, ff_program_run, ff_set_cuda_stream, ff_set_loop_form, ff_get_loop_form, &
       ff_set_field, ff_set_table, ff_set_int, ff_set_real, ff_set_bool, ff_workspace_query, &
       ff_workspace_for_arguments, ff_set_workspace, ff_get_memory_stats, ff_param_count, ff_param_info, &
       ff_param_dim, ff_mesh_sizes, ff_mesh_table
@@ -152,6 +153,18 @@ module fieldflow
       type(c_ptr), value :: program, stream
       integer(c_int) :: status
     end function c_set_cuda_stream
+    function c_set_loop_form(program, form) bind(c, name="ff_program_set_loop_form") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: program
+      integer(c_int), value :: form
+      integer(c_int) :: status
+    end function c_set_loop_form
+    function c_loop_form(program, form) bind(c, name="ff_program_loop_form") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: program
+      integer(c_int), intent(out) :: form
+      integer(c_int) :: status
+    end function c_loop_form
     function c_set_field(program, name, dtype, data, rank, shape, strides, origin) &
         bind(c, name="ff_program_set_field") result(status)
       import :: c_int, c_char, c_ptr, c_int64_t
@@ -362,6 +375,24 @@ contains
     integer(c_int) :: status
     status = c_set_cuda_stream(program%handle, stream)
   end function ff_set_cuda_stream
+
+  ! The loop form of the CPU backend's horizontal-fastest mesh blocks (ff_program_set_loop_form):
+  ! FF_LOOP_FORM_SCALAR or FF_LOOP_FORM_VECTOR pins one for the following runs, FF_LOOP_FORM_TUNED
+  ! times both afresh on the next runs and keeps the faster. Both give the same bits.
+  function ff_set_loop_form(program, form) result(status)
+    type(ff_program), intent(in) :: program
+    integer(c_int), intent(in) :: form
+    integer(c_int) :: status
+    status = c_set_loop_form(program%handle, form)
+  end function ff_set_loop_form
+
+  ! The form the next run uses; FF_LOOP_FORM_TUNED while the handle still times both.
+  function ff_get_loop_form(program, form) result(status)
+    type(ff_program), intent(in) :: program
+    integer(c_int), intent(out) :: form
+    integer(c_int) :: status
+    status = c_loop_form(program%handle, form)
+  end function ff_get_loop_form
 
   function address_of(p) result(a)
     type(c_ptr), intent(in) :: p

@@ -37,6 +37,12 @@ std::string_view to_string(LoopForm f) {
   return "?";
 }
 
+void check_loop_form(std::string_view program, LoopForm form) {
+  if (static_cast<unsigned>(form) > static_cast<unsigned>(LoopForm::vector))
+    throw OptionError(fmt::format("program '{}': loop_form {} is not a loop form: expected tuned (0), scalar (1) or "
+                                  "vector (2)", program, static_cast<unsigned>(form)));
+}
+
 LoopForm parse_loop_form(std::string_view name) {
   if (name == "tuned") return LoopForm::tuned;
   if (name == "scalar") return LoopForm::scalar;
@@ -136,9 +142,7 @@ CompiledProgram::Impl::Impl(Image img) : image(std::move(img)) {
   mode = image.options.memory.resolved_mode();
   layout = image.options.layout.value_or(default_layout(image.options.backend));
   num_threads = image.options.num_threads > 0 ? image.options.num_threads : omp_get_max_threads();
-  // A module with one form has nothing to time.
-  const LoopForm asked = image.options.loop_form;
-  loop_form = asked == LoopForm::tuned && !image.loop_forms ? LoopForm::scalar : asked;
+  start_loop_form(image.options.loop_form);
   memory = std::make_unique<runtime::TransientMemory>(image.program.name, image.options.memory,
                                                        image.options.cuda_pool_release_threshold);
   // Caller memory for the device's transients must be memory its kernels can use (the runner
@@ -607,6 +611,19 @@ std::int32_t CompiledProgram::Impl::run_in_loop_form(const ff_call& c) {
   return status;
 }
 
+void CompiledProgram::Impl::start_loop_form(LoopForm asked) {
+  check_loop_form(image.program.name, asked);
+  // A module with one form has nothing to time.
+  loop_form.store(asked == LoopForm::tuned && !image.loop_forms ? LoopForm::scalar : asked, std::memory_order_relaxed);
+  loop_form_calls = 0;
+  loop_form_best[0] = loop_form_best[1] = HUGE_VAL;
+}
+
+void CompiledProgram::Impl::set_loop_form(LoopForm asked) {
+  CallScope scope(*this);  // the tuning state belongs to the calls
+  start_loop_form(asked);
+}
+
 // Binds and checks a call's arguments (the fast path skips what did not change since the last
 // call) and moves its scalars into place; throws before anything runs.
 void CompiledProgram::Impl::prepare_call(const Arguments& args) {
@@ -659,6 +676,7 @@ Backend CompiledProgram::backend() const { return impl_->image.options.backend; 
 Layout CompiledProgram::layout() const { return impl_->layout; }
 TransientMemoryMode CompiledProgram::memory_mode() const { return impl_->mode; }
 LoopForm CompiledProgram::loop_form() const { return impl_->loop_form.load(std::memory_order_relaxed); }
+void CompiledProgram::set_loop_form(LoopForm form) { impl_->set_loop_form(form); }
 
 std::vector<WorkspaceRequirement> CompiledProgram::workspace_requirements(const SizeMap& sizes) const {
   return impl_->plan_for(sizes).requirements;

@@ -64,6 +64,9 @@ struct CompiledProgram::Impl {
   int loop_form_calls = 0;
   double loop_form_best[2] = {HUGE_VAL, HUGE_VAL};  // fastest timed call, seconds: scalar, vector
   std::int32_t run_in_loop_form(const ff_call& call);
+  // Takes `asked` as the form of the following calls; tuned starts the timing from its warm-up.
+  void start_loop_form(LoopForm asked);
+  void set_loop_form(LoopForm asked);  // start_loop_form between calls (under the call lock)
   std::unique_ptr<runtime::TransientMemory> memory;
 
   // Per-call state, guarded by call_mutex: calls of one instance are serialized.

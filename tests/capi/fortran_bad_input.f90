@@ -15,7 +15,7 @@ program fortran_bad_input
   type(ff_options) :: o, defaults
   type(ff_program) :: vadv, hdiff, never, gone
   integer(c_size_t) :: bytes, alignment, offset
-  integer(c_int) :: status
+  integer(c_int) :: status, form
   integer(c_int), target :: allocator_calls = 0
   integer :: i, j, k
   integer(c_int64_t), parameter :: halo2(3) = [-2_c_int64_t, -2_c_int64_t, 0_c_int64_t]
@@ -145,6 +145,19 @@ program fortran_bad_input
   ! ---- a cuda stream is for FF_BACKEND_CUDA handles only (c_null_ptr: the handle's own) -----------
   call expect_status(ff_set_cuda_stream(hdiff, c_loc(allocator_calls)), FF_ERROR_OPTION, "FF_BACKEND_CUDA")
   call ff_check(ff_set_cuda_stream(hdiff, c_null_ptr), "no stream")
+  ! ---- the loop form (FF_LOOP_FORM_*): hdiff's module has one form, so it reports scalar; a pinned
+  ! form is reported and runs the same bits; a value outside FF_LOOP_FORM_* changes nothing ------
+  call ff_check(ff_get_loop_form(hdiff, form), "get the loop form")
+  call expect(form == FF_LOOP_FORM_SCALAR, "a module with one loop form reports scalar")
+  call ff_check(ff_set_loop_form(hdiff, FF_LOOP_FORM_VECTOR), "pin the vector form")
+  call ff_check(ff_get_loop_form(hdiff, form))
+  call expect(form == FF_LOOP_FORM_VECTOR, "the pinned form is reported")
+  b = huge(1.0_dp)
+  call ff_check(ff_program_run(hdiff), "hdiff in a pinned form")
+  call expect(all(a == b), "a pinned form gives the same results")
+  call expect_status(ff_set_loop_form(hdiff, 3_c_int), FF_ERROR_OPTION, "FF_LOOP_FORM_TUNED (0)")
+  call ff_check(ff_get_loop_form(hdiff, form))
+  call expect(form == FF_LOOP_FORM_VECTOR, "a rejected form changes nothing")
   call ff_check(ff_program_destroy(hdiff))
   ! ---- an ahead-of-time program (tests/aot's Layout::any library) equals the JIT bit for bit ---
   o = defaults

@@ -143,6 +143,63 @@ TEST(CApi, TheDefaultLayoutIsTheBackends) {
   expect_words(message(), {"ff_options.layout is -2", "FF_LAYOUT_DEFAULT (-1)"});
 }
 
+// The loop form of horizontal-fastest mesh blocks: a new handle tunes; each pinned form, and a
+// tuning started again, give the reference's bits at every run (the elements the reference writes
+// are overwritten with garbage before each run, so a run that wrote nothing would fail); a value
+// outside FF_LOOP_FORM_* is an option error that changes nothing. At a size no block divides, on
+// the bounded mesh (runs of every kind of row), at 2 threads.
+TEST(CApi, LoopFormsArePinnedOrTunedAgain) {
+  const examples::Example& ex = examples::example("fvm_nabla");
+  const examples::ExampleSize size{21, 19, 4, true};
+  CallerArguments args(ex, size, Layout::horizontal_fastest, Order::fortran, 1);
+  const examples::ExampleInstance ref = args.reference(ex, size, Layout::horizontal_fastest);
+  Program p("fvm_nabla", options_for(Layout::horizontal_fastest));
+  FF_ASSERT_OK(args.set_all(p.p, Order::fortran));
+  const auto run_and_compare = [&](const std::string& what) {
+    for (const auto& name : ref.outputs) {
+      Buffer& b = args.fields.at(name);
+      const Field &before = args.instance.fields.at(name), &after = ref.fields.at(name);
+      const std::size_t bytes = size_of(b.dtype);
+      for_each_index(b.origin, b.shape, [&](const std::vector<std::int64_t>& i) {
+        const auto* old_value = static_cast<const std::byte*>(before.data()) + before.offset_of(i) * bytes;
+        const auto* new_value = static_cast<const std::byte*>(after.data()) + after.offset_of(i) * bytes;
+        if (std::memcmp(old_value, new_value, bytes) != 0) std::memset(b.at(i), 0xA5, bytes);
+      });
+    }
+    ASSERT_EQ(ff_program_run(p.p), FF_OK) << what << ": " << message();
+    for (const auto& name : ref.outputs) expect_bitwise_equal(what + ", " + name, args.fields.at(name), ref.fields.at(name));
+  };
+  int form = -1;
+  FF_ASSERT_OK(ff_program_loop_form(p.p, &form));
+  EXPECT_EQ(form, FF_LOOP_FORM_TUNED);
+  for (const int pinned : {FF_LOOP_FORM_VECTOR, FF_LOOP_FORM_SCALAR, FF_LOOP_FORM_TUNED}) {
+    FF_ASSERT_OK(ff_program_set_loop_form(p.p, pinned));
+    FF_ASSERT_OK(ff_program_loop_form(p.p, &form));
+    EXPECT_EQ(form, pinned);
+    for (int run = 0; run < 7; ++run) run_and_compare("form " + std::to_string(pinned) + ", run " + std::to_string(run));
+  }
+  FF_ASSERT_OK(ff_program_loop_form(p.p, &form));
+  EXPECT_TRUE(form == FF_LOOP_FORM_SCALAR || form == FF_LOOP_FORM_VECTOR) << "tuned after 7 runs: " << form;
+  const int decided = form;
+  for (const int bad : {3, -1, 256}) {
+    EXPECT_EQ(ff_program_set_loop_form(p.p, bad), FF_ERROR_OPTION) << bad;
+    expect_words(message(), {"ff_program_set_loop_form", "'fvm_nabla'", ("form " + std::to_string(bad)).c_str(),
+                             "FF_LOOP_FORM_TUNED (0)", "FF_LOOP_FORM_VECTOR (2)"});
+    FF_ASSERT_OK(ff_program_loop_form(p.p, &form));
+    EXPECT_EQ(form, decided) << "a rejected form changes nothing";
+  }
+  EXPECT_EQ(ff_program_loop_form(p.p, nullptr), FF_ERROR_INVALID_VALUE);
+  EXPECT_EQ(ff_program_loop_form(nullptr, &form), FF_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(ff_program_set_loop_form(nullptr, FF_LOOP_FORM_SCALAR), FF_ERROR_INVALID_HANDLE);
+  // A module with one form has nothing to tune.
+  Program vertical("fvm_nabla", options_for(Layout::vertical_fastest));
+  FF_ASSERT_OK(ff_program_loop_form(vertical.p, &form));
+  EXPECT_EQ(form, FF_LOOP_FORM_SCALAR);
+  FF_ASSERT_OK(ff_program_set_loop_form(vertical.p, FF_LOOP_FORM_TUNED));
+  FF_ASSERT_OK(ff_program_loop_form(vertical.p, &form));
+  EXPECT_EQ(form, FF_LOOP_FORM_SCALAR);
+}
+
 // FF_BACKEND_CUDA is unavailable exactly when the C++ API says so (no toolkit built in, or no
 // device); a stream is for cuda handles only.
 TEST(CApi, CudaBackendAndStreams) {

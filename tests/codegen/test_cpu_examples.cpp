@@ -117,6 +117,19 @@ TEST_P(CpuExamples, BothLoopFormsAndTheirTuningEqualTheReference) {
     if (forms && call + 1 < tuning_calls) EXPECT_EQ(tuned.loop_form(), LoopForm::tuned) << "after call " << call;
     else EXPECT_NE(tuned.loop_form(), LoopForm::tuned) << "after call " << call;
   }
+  // set_loop_form: a host pins a form, or has the forms timed again (say for new sizes), between
+  // calls; a value outside LoopForm changes nothing.
+  tuned.set_loop_form(LoopForm::vector);
+  EXPECT_EQ(tuned.loop_form(), LoopForm::vector);
+  expect_reference(tuned, sizes.back(), 40, "pinned vector after tuning");
+  EXPECT_THROW(tuned.set_loop_form(static_cast<LoopForm>(7)), OptionError);
+  EXPECT_EQ(tuned.loop_form(), LoopForm::vector);
+  tuned.set_loop_form(LoopForm::tuned);
+  for (int call = 0; call < tuning_calls; ++call) {
+    EXPECT_EQ(tuned.loop_form(), forms ? LoopForm::tuned : LoopForm::scalar) << "retuning, before call " << call;
+    expect_reference(tuned, sizes.back(), 50 + static_cast<std::uint64_t>(call), fmt::format("retuning, call {}", call));
+  }
+  EXPECT_NE(tuned.loop_form(), LoopForm::tuned) << "the second tuning ends after as many calls as the first";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllExamples, CpuExamples, ::testing::ValuesIn(testing_support::all_example_cases()),
