@@ -340,5 +340,39 @@ TEST(CompiledProgram, AFailedCallRestoresOnlyItsOutputsElements) {
       ASSERT_EQ(aos[static_cast<std::size_t>(i * 2 * nk + k)], -1.0) << "out changed at " << i << ", " << k;
 }
 
+// set_loop_form from another thread while calls run (a host's control thread): it waits for the
+// call in progress, every call gives the reference's bits in whatever form it ran, and
+// ThreadSanitizer (scripts/test.sh runs this under it) sees the tuning state touched only under
+// the call lock.
+TEST(CompiledProgram, SetLoopFormWhileAnotherThreadCalls) {
+  const auto& ex = examples::example("fvm_nabla");
+  const examples::ExampleSize size{13, 11, 3, true};
+  CompileOptions o;
+  o.layout = Layout::horizontal_fastest;
+  o.num_threads = 2;
+  o.parallel_threshold = 0;
+  CompiledProgram program = compile(ex.program, o);
+  ASSERT_EQ(program.loop_form(), LoopForm::tuned) << "fvm_nabla horizontal-fastest has two loop forms";
+  auto ref = ex.make_instance(size, Layout::horizontal_fastest, 3);
+  run_reference(ex.program, ref.arguments());
+  std::atomic<bool> stop{false};
+  std::thread control([&] {
+    const LoopForm forms[] = {LoopForm::scalar, LoopForm::tuned, LoopForm::vector};
+    for (int i = 0; !stop.load(); ++i) {
+      program.set_loop_form(forms[i % 3]);
+      const LoopForm now = program.loop_form();
+      EXPECT_TRUE(now == LoopForm::scalar || now == LoopForm::vector || now == LoopForm::tuned);
+      std::this_thread::yield();
+    }
+  });
+  for (int call = 0; call < 30; ++call) {
+    auto mine = ex.make_instance(size, Layout::horizontal_fastest, 3);
+    program(mine.arguments());
+    for (auto& [name, field] : ref.fields) EXPECT_TRUE(same_bits(field, mine.fields.at(name), name)) << "call " << call;
+  }
+  stop = true;
+  control.join();
+}
+
 }  // namespace
 }  // namespace fieldflow
