@@ -54,7 +54,7 @@ void run_bench(const BenchArgs& a) {
     if (a.min_time > 0) o.suite.min_time = a.min_time;
     o.suite.interleave = !a.sequential;
     o.suite.device = parse_device(a.device);
-    o.suite.loop_form = a.loop_form == "scalar" ? LoopForm::scalar : a.loop_form == "vector" ? LoopForm::vector : LoopForm::tuned;
+    o.suite.loop_form = parse_loop_form(a.loop_form);
     o.suite.baseline_form = a.baseline_form == "as_written" ? bench::BaselineForm::as_written
                             : a.baseline_form == "vector"   ? bench::BaselineForm::vector
                                                             : bench::BaselineForm::tuned;
