@@ -115,7 +115,7 @@ TEST(CompiledProgram, CallFromInsideItsOwnAllocatorIsAConcurrencyError) {
   Arguments args;
   args.field("in", in).field("out", out).scalar("n", 11);
   CompiledProgram* self = nullptr;
-  std::string nested_error;
+  std::string nested_error, nested_set_error;
   int allocator_calls = 0;
   CompileOptions o = testing_support::cpu_options();
   o.memory.external_memory_allocator = [&](const AllocationRequest& r) {
@@ -125,6 +125,12 @@ TEST(CompiledProgram, CallFromInsideItsOwnAllocatorIsAConcurrencyError) {
       nested_error = "no error";
     } catch (const ConcurrencyError& e) {
       nested_error = e.what();
+    }
+    try {  // the loop form's tuning state belongs to the calls too
+      self->set_loop_form(LoopForm::vector);
+      nested_set_error = "no error";
+    } catch (const ConcurrencyError& e) {
+      nested_set_error = e.what();
     }
     void* p = std::aligned_alloc(r.alignment, (r.bytes + r.alignment - 1) / r.alignment * r.alignment);
     return Workspace{p, r.bytes, r.device, [p] { std::free(p); }};
@@ -140,6 +146,9 @@ TEST(CompiledProgram, CallFromInsideItsOwnAllocatorIsAConcurrencyError) {
   done.get();
   EXPECT_EQ(allocator_calls, 1);
   EXPECT_NE(nested_error.find("called again from inside one of its own calls"), std::string::npos) << nested_error;
+  EXPECT_NE(nested_set_error.find("called again from inside one of its own calls"), std::string::npos)
+      << nested_set_error;
+  EXPECT_EQ(compiled.loop_form(), LoopForm::scalar) << "the refused set_loop_form changed nothing";
   // The outer call completed with the right values, and the instance still works.
   Field expected = ramp(12, 0.0);
   run_reference(smooth_1d(), Arguments().field("in", in).field("out", expected).scalar("n", 11));
@@ -177,6 +186,8 @@ TEST(CompiledProgram, EnumOptionsOutOfRangeAreRejectedAtCompileTime) {
   CompileOptions form;
   form.loop_form = static_cast<LoopForm>(3);
   expect_option_error(form, "loop_form 3 is not a loop form: expected tuned (0), scalar (1) or vector (2)");
+  form.backend = Backend::reference;  // no module to build, the same check
+  expect_option_error(form, "loop_form 3 is not a loop form");
   for (const char* arch : {"compute_90", "sm90", "sm_9", "sm_90b", "sm_", "SM_90", " sm_90"}) {
     CompileOptions o;
     o.cuda_arch = arch;
