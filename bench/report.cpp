@@ -60,6 +60,9 @@ void CollectingReporter::ReportRuns(const std::vector<Run>& runs) {
         samples_.seconds[name].push_back(r.real_accumulated_time / static_cast<double>(r.iterations));
         const auto c = r.counters.find(others_cpu_counter);
         samples_.others_cpu[name].push_back(c == r.counters.end() ? -1.0 : c->second.value);
+        const auto hw = r.counters.find(paired_handwritten_counter), ff = r.counters.find(paired_fieldflow_counter);
+        if (hw != r.counters.end() && ff != r.counters.end())
+          samples_.paired[name].push_back({hw->second.value, ff->second.value});
       }
       if (r.repetitions <= 1) shown.push_back(r);  // no aggregates follow a single repetition
     } else if (r.aggregate_name == "median" || r.aggregate_name == "min") {
@@ -94,27 +97,60 @@ struct CaseStats {
   bool all_disturbed = false;
 };
 
+// The repetitions of a case (of `count`) that the quiet-run protocol keeps; all of them when it
+// would keep none (`all_disturbed` then says so).
+std::vector<std::size_t> kept_repetitions(const Samples& samples, const std::string& name, std::size_t count,
+                                          double max_others_cpu, bool& all_disturbed) {
+  const auto o = samples.others_cpu.find(name);
+  std::vector<std::size_t> kept;
+  for (std::size_t i = 0; i < count; ++i) {
+    const double others = o == samples.others_cpu.end() || i >= o->second.size() ? -1.0 : o->second[i];
+    if (!(others > max_others_cpu)) kept.push_back(i);
+  }
+  all_disturbed = kept.empty();
+  if (all_disturbed)
+    for (std::size_t i = 0; i < count; ++i) kept.push_back(i);
+  return kept;
+}
+
 std::optional<CaseStats> case_stats(const Samples& samples, const std::string& name, double max_others_cpu) {
   auto it = samples.seconds.find(name);
   if (it == samples.seconds.end() || it->second.empty()) return std::nullopt;
   const std::vector<double>& t = it->second;
-  const auto o = samples.others_cpu.find(name);
-  std::vector<double> kept;
-  for (std::size_t i = 0; i < t.size(); ++i) {
-    const double others = o == samples.others_cpu.end() || i >= o->second.size() ? -1.0 : o->second[i];
-    if (!(others > max_others_cpu)) kept.push_back(t[i]);
-  }
   CaseStats s;
+  std::vector<double> kept;
+  for (std::size_t i : kept_repetitions(samples, name, t.size(), max_others_cpu, s.all_disturbed)) kept.push_back(t[i]);
   s.repetitions = t.size();
-  s.rejected = t.size() - kept.size();
-  if (kept.empty()) {
-    kept = t;
-    s.all_disturbed = true;
-  }
+  s.rejected = s.all_disturbed ? t.size() : t.size() - kept.size();
   s.median = median(kept);
   s.min = minimum(kept);
   if (!(s.median > 0)) return std::nullopt;
   return s;
+}
+
+// A paired case's report entry: per kept repetition the ratio hand-written / fieldflow of its two
+// means, and the median, lowest and highest of those ratios (null when it did not run).
+nlohmann::json paired_stats(const Samples& samples, const std::string& name, double max_others_cpu) {
+  auto it = samples.paired.find(name);
+  if (it == samples.paired.end() || it->second.empty()) return nullptr;
+  const auto& pairs = it->second;
+  bool all_disturbed = false;
+  std::vector<double> ratios, handwritten, fieldflow;
+  for (std::size_t i : kept_repetitions(samples, name, pairs.size(), max_others_cpu, all_disturbed)) {
+    if (!(pairs[i].fieldflow > 0) || !(pairs[i].handwritten > 0)) continue;
+    ratios.push_back(pairs[i].handwritten / pairs[i].fieldflow);
+    handwritten.push_back(pairs[i].handwritten);
+    fieldflow.push_back(pairs[i].fieldflow);
+  }
+  if (ratios.empty()) return nullptr;
+  return nlohmann::json{{"vs_handwritten", median(ratios)},
+                        {"vs_handwritten_min", minimum(ratios)},
+                        {"vs_handwritten_max", *std::max_element(ratios.begin(), ratios.end())},
+                        {"handwritten_median_s", median(handwritten)},
+                        {"fieldflow_median_s", median(fieldflow)},
+                        {"repetitions", pairs.size()},
+                        {"rejected_repetitions", all_disturbed ? pairs.size() : pairs.size() - ratios.size()},
+                        {"all_disturbed", all_disturbed}};
 }
 
 std::string config_key(const std::string& device, const std::string& program, const std::string& layout,
@@ -195,9 +231,11 @@ nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& sa
                          {"load_average_before", settings.load_before},
                          {"load_average_after", load_average()}};
 
-  // Per configuration: its same-bytes copy and hand-written medians.
+  // Per configuration: its same-bytes copy and hand-written medians, and the paired ratios.
   std::map<std::string, double> handwritten, yardstick;
+  std::map<std::string, json> paired;
   for (const auto& c : cases) {
+    if (c.kind == CaseKind::paired) paired[config_key(c)] = paired_stats(samples, c.name, settings.max_others_cpu);
     const CaseStats* s = stat(c.name);
     if (!s) continue;
     if (c.kind == CaseKind::kernel && c.variant == "handwritten") handwritten[config_key(c)] = s->median;
@@ -218,6 +256,7 @@ nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& sa
                               {"copy_gbps", number_or_null(y == yardstick.end() ? 0 : y->second, y != yardstick.end())},
                               {"transients", nullptr}, {"modes_collapsed", false},
                               {"spread_persistent_pool_external", nullptr}};
+      if (paired.count(key)) config_json[key]["paired"] = paired[key];
     }
     if (c.kind == CaseKind::kernel && c.variant == "fieldflow") {
       config_json[key]["transients"] = !c.mode_independent;
@@ -246,6 +285,9 @@ nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& sa
                            {"vs_handwritten", number_or_null(hw == handwritten.end() ? 0 : hw->second / s->median,
                                                              hw != handwritten.end())}});
     if (!c.loop_form.empty()) results.back()["loop_form"] = c.loop_form;
+    if (c.variant == "fieldflow" && c.mode == "pool" && paired.count(key))
+      results.back()["vs_handwritten_paired"] =
+          paired[key].is_object() ? paired[key].at("vs_handwritten") : json();
     if (c.plan && planned.insert(key).second) {
       const MemoryPlan& p = *c.plan;
       memory.push_back(json{{"program", c.program},
@@ -400,9 +442,9 @@ std::string markdown_tables(const nlohmann::json& report) {
     return json::object();
   };
   s += "| program | layout | size | same-bytes copy GB/s | hand-written ms | pool ms | persistent ms | external ms | "
-       "scoped ms | vs_handwritten pool / external | vs_copy hand-written / pool | spread persistent/pool/external | "
-       "rejected reps |\n";
-  s += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+       "scoped ms | vs_handwritten pool / external | paired vs_handwritten (lowest–highest) | "
+       "vs_copy hand-written / pool | spread persistent/pool/external | rejected reps |\n";
+  s += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   auto field = [](const std::map<std::string, json>& by, const std::string& mode, const char* key) {
     auto it = by.find(mode);
     return it == by.end() ? json() : it->second.at(key);
@@ -419,7 +461,13 @@ std::string markdown_tables(const nlohmann::json& report) {
       reps += r.at("repetitions").get<std::size_t>();
     }
     const json spread = c.value("spread_persistent_pool_external", json());
-    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {}/{} |\n",
+    const json paired = c.value("paired", json());
+    const std::string paired_text =
+        paired.is_object() ? fmt::format("{} ({}–{})", fmt_ratio(paired.at("vs_handwritten")),
+                                          fmt_ratio(paired.at("vs_handwritten_min")),
+                                          fmt_ratio(paired.at("vs_handwritten_max")))
+                           : "–";
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} / {} | {} | {}/{} |\n",
                      program_label(row.program, row.device),
                      short_layout(row.layout), row.size,
                      c.value("copy_gbps", json()).is_number() ? fmt::format("{:.1f}", c.at("copy_gbps").get<double>()) : "–",
@@ -428,7 +476,7 @@ std::string markdown_tables(const nlohmann::json& report) {
                      fmt_ratio(field(row.by_mode, "pool", "vs_handwritten")),
                      collapsed ? fmt_ratio(field(row.by_mode, "pool", "vs_handwritten"))
                                : fmt_ratio(field(row.by_mode, "external", "vs_handwritten")),
-                     fmt_ratio(field(row.by_mode, "none", "vs_copy")), fmt_ratio(field(row.by_mode, "pool", "vs_copy")),
+                     paired_text, fmt_ratio(field(row.by_mode, "none", "vs_copy")), fmt_ratio(field(row.by_mode, "pool", "vs_copy")),
                      collapsed ? std::string("no transients")
                                : spread.is_number() ? fmt::format("{:.0f}%", 100 * spread.get<double>()) : "–",
                      rejected, reps);

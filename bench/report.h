@@ -14,10 +14,15 @@
 namespace fieldflow::bench {
 
 // Seconds per call of every repetition, by case name, with the CPUs other processes used during
-// that repetition (quiet.h; -1 unknown); and the error of every failed case.
+// that repetition (quiet.h; -1 unknown); for paired cases each repetition's seconds per call of
+// the hand-written side and the fieldflow side; and the error of every failed case.
 struct Samples {
+  struct Pair {
+    double handwritten = 0, fieldflow = 0;
+  };
   std::map<std::string, std::vector<double>> seconds;
   std::map<std::string, std::vector<double>> others_cpu;
+  std::map<std::string, std::vector<Pair>> paired;
   std::map<std::string, std::string> errors;
 };
 

@@ -185,18 +185,60 @@ void run_kernel_fieldflow(benchmark::State& st, const KernelConfig& c, Transient
   set_bytes(st, info->compulsory_bytes);
 }
 
-void run_kernel_handwritten(benchmark::State& st, const KernelConfig& c, const std::string& name) {
-  CaseInfo* info = find_case(name);
-  ConfigState& cs = config_state(c);
+// The configuration's hand-written code, bound (and its form tuned) on first use.
+const std::function<void()>& baseline_for(ConfigState& cs, const KernelConfig& c) {
   if (!cs.baseline) {
     cs.baseline = bind_baseline(c.program, *cs.instance, asked_baseline_form);
     cs.baseline();
   }
+  return cs.baseline;
+}
+
+void run_kernel_handwritten(benchmark::State& st, const KernelConfig& c, const std::string& name) {
+  CaseInfo* info = find_case(name);
+  ConfigState& cs = config_state(c);
+  const auto& baseline = baseline_for(cs, c);
   RepetitionProbe probe;
   probe.start();
-  for (auto _ : st) cs.baseline();
+  for (auto _ : st) baseline();
   probe.stop(st);
   set_bytes(st, info->compulsory_bytes);
+}
+
+// Hand-written and fieldflow in turn, each call timed: a repetition's two means saw the same
+// load, frequency and neighbours, so their ratio does not carry the drift between repetitions
+// that the separate cases' medians do. Which side goes first alternates (each call then
+// follows the other side's call as often as its own), and both bind the same fields.
+// `fieldflow_case` names the pool case, whose report entry gets the loop form tuning kept.
+void run_kernel_paired(benchmark::State& st, const KernelConfig& c, const std::string& fieldflow_case) {
+  try {
+    ConfigState& cs = config_state(c);
+    CompiledProgram& prog = program_for(cs, c.program, TransientMemoryMode::pool, c.layout, find_case(fieldflow_case));
+    const auto& baseline = baseline_for(cs, c);
+    auto seconds = [](auto&& call) {
+      const auto t0 = std::chrono::steady_clock::now();
+      call();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    double handwritten = 0, fieldflow = 0;
+    std::int64_t pairs = 0;
+    RepetitionProbe probe;
+    probe.start();
+    for (auto _ : st) {
+      if (pairs++ % 2 == 0) {
+        handwritten += seconds(baseline);
+        fieldflow += seconds([&] { prog(cs.args); });
+      } else {
+        fieldflow += seconds([&] { prog(cs.args); });
+        handwritten += seconds(baseline);
+      }
+    }
+    probe.stop(st);
+    st.counters[paired_handwritten_counter] = benchmark::Counter(handwritten / static_cast<double>(pairs));
+    st.counters[paired_fieldflow_counter] = benchmark::Counter(fieldflow / static_cast<double>(pairs));
+  } catch (const std::exception& e) {
+    st.SkipWithError(e.what());
+  }
 }
 
 void run_call_overhead(benchmark::State& st, const std::string& program, TransientMemoryMode mode) {
@@ -428,8 +470,9 @@ std::size_t register_suite(const SuiteOptions& o) {
         ->MinTime(min_time);
     ++count;
   };
-  for (const KernelConfig& kc : kernel_configs(o.quick))
-    for (const CaseInfo& c : configuration_cases(kc, Backend::cpu, has_baseline(kc.program, kc.layout), selected)) {
+  for (const KernelConfig& kc : kernel_configs(o.quick)) {
+    const std::vector<CaseInfo> cases = configuration_cases(kc, Backend::cpu, has_baseline(kc.program, kc.layout), selected);
+    for (const CaseInfo& c : cases) {
       const std::string name = c.name;
       if (c.kind == CaseKind::case_copy)
         add_kernel_case(c, [kc, bytes = c.compulsory_bytes](benchmark::State& st) { run_case_copy(st, kc, bytes); });
@@ -440,6 +483,20 @@ std::size_t register_suite(const SuiteOptions& o) {
           run_kernel_fieldflow(st, kc, mode, name);
         });
     }
+    // Where both the hand-written code and the pool case were selected, the two in turn too.
+    auto find = [&](const std::string& variant, const std::string& mode) {
+      return std::find_if(cases.begin(), cases.end(),
+                          [&](const CaseInfo& c) { return c.variant == variant && c.mode == mode; });
+    };
+    const auto hw = find("handwritten", "none"), pool = find("fieldflow", "pool");
+    if (hw != cases.end() && pool != cases.end()) {
+      CaseInfo paired = *pool;
+      paired.kind = CaseKind::paired;
+      paired.variant = "paired";
+      paired.name = fmt::format("{}/paired/pool/{}/{}", kc.program, to_string(kc.layout), kc.size_text());
+      add_kernel_case(paired, [kc, pool_name = pool->name](benchmark::State& st) { run_kernel_paired(st, kc, pool_name); });
+    }
+  }
 
   add_copy("end");
 

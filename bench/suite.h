@@ -51,15 +51,21 @@ struct KernelConfig {
 };
 
 // copy: the machine's DRAM-sized copy probe; case_copy: the same-bytes copy of one kernel
-// configuration (program, layout, size say which).
-enum class CaseKind { copy, case_copy, kernel, call_overhead, compile_cold, compile_warm };
+// configuration (program, layout, size say which); paired: the hand-written code and fieldflow
+// (pool mode) of one configuration called in turn within each repetition, each call timed, so
+// both sides of a repetition's ratio saw the same moment of a shared machine.
+enum class CaseKind { copy, case_copy, kernel, paired, call_overhead, compile_cold, compile_warm };
+
+// The counters of a paired case's repetition: seconds per call of each side.
+inline constexpr const char* paired_handwritten_counter = "handwritten_s";
+inline constexpr const char* paired_fieldflow_counter = "fieldflow_s";
 
 // What one registered case measures.
 struct CaseInfo {
   std::string name;  // the Google Benchmark name
   CaseKind kind = CaseKind::kernel;
   std::string program;
-  std::string variant;  // "fieldflow" | "handwritten" | "copy"
+  std::string variant;  // "fieldflow" | "handwritten" | "copy" | "paired"
   std::string mode;     // transient memory mode, "none" for hand-written code and copies
   std::string device = "cpu";  // where it runs: "cpu" or "cuda"
   // A fieldflow kernel of a program without transients: the module is the same in every mode,

@@ -112,6 +112,67 @@ TEST(BenchReport, KeepsTheCpuAndGpuSuitesApart) {
   EXPECT_NE(svg_plot(report).find("hdiff (cuda) hf 256x256x80"), std::string::npos);
 }
 
+// A paired case (hand-written and fieldflow called in turn): each repetition's ratio is taken of
+// its own two means, repetitions during which other processes used the CPUs are dropped like any
+// case's, and the median and range of the kept ratios go to the configuration, its pool row and
+// the table.
+TEST(BenchReport, PairedRatiosArePerRepetition) {
+  std::vector<CaseInfo> cases;
+  Samples samples;
+  auto add = [&](CaseInfo c, std::vector<double> seconds) {
+    samples.seconds[c.name] = std::move(seconds);
+    cases.push_back(std::move(c));
+  };
+  add(kernel_case("cpu", "nabla4", "copy", "none", CaseKind::case_copy), {0.05, 0.05, 0.05, 0.05});
+  add(kernel_case("cpu", "nabla4", "handwritten", "none"), {0.06, 0.08, 0.06, 0.07});
+  add(kernel_case("cpu", "nabla4", "fieldflow", "pool"), {0.07, 0.06, 0.08, 0.06});
+  CaseInfo paired = kernel_case("cpu", "nabla4", "paired", "pool", CaseKind::paired);
+  // Four repetitions: the third was disturbed (others used 0.5 CPUs) and is not counted.
+  samples.paired[paired.name] = {{0.060, 0.075}, {0.080, 0.080}, {0.200, 0.050}, {0.066, 0.060}};
+  samples.others_cpu[paired.name] = {0.0, 0.05, 0.5, 0.0};
+  add(paired, {0.135, 0.16, 0.25, 0.126});
+
+  const nlohmann::json report = make_report(cases, samples, ReportSettings{});
+  ASSERT_EQ(report.at("configurations").size(), 1u);
+  const nlohmann::json& p = report.at("configurations").at(0).at("paired");
+  ASSERT_TRUE(p.is_object()) << report.at("configurations").dump(1);
+  // Kept ratios 0.8, 1.0, 1.1: median 1.0, lowest 0.8, highest 1.1.
+  EXPECT_DOUBLE_EQ(p.at("vs_handwritten").get<double>(), 0.080 / 0.080);
+  EXPECT_DOUBLE_EQ(p.at("vs_handwritten_min").get<double>(), 0.060 / 0.075);
+  EXPECT_DOUBLE_EQ(p.at("vs_handwritten_max").get<double>(), 0.066 / 0.060);
+  EXPECT_DOUBLE_EQ(p.at("handwritten_median_s").get<double>(), 0.066);
+  EXPECT_DOUBLE_EQ(p.at("fieldflow_median_s").get<double>(), 0.075);
+  EXPECT_EQ(p.at("repetitions").get<int>(), 4);
+  EXPECT_EQ(p.at("rejected_repetitions").get<int>(), 1);
+  EXPECT_FALSE(p.at("all_disturbed").get<bool>());
+
+  const auto* pool = find_result(report, "cpu", "nabla4", "fieldflow", "pool");
+  const auto* hw = find_result(report, "cpu", "nabla4", "handwritten", "none");
+  ASSERT_TRUE(pool && hw);
+  EXPECT_DOUBLE_EQ(pool->at("vs_handwritten_paired").get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(pool->at("vs_handwritten").get<double>(), 0.065 / 0.065);  // the separate medians
+  EXPECT_FALSE(hw->contains("vs_handwritten_paired"));
+  EXPECT_EQ(find_result(report, "cpu", "nabla4", "paired", "pool"), nullptr);  // not a result of its own
+
+  const std::string tables = markdown_tables(report);
+  EXPECT_NE(tables.find("| 1.00 (0.80–1.10) |"), std::string::npos) << tables;
+}
+
+// Without a paired case (the GPU suite, or a filter that left one side out) nothing is paired.
+TEST(BenchReport, NoPairedCaseNoPairedRatio) {
+  std::vector<CaseInfo> cases;
+  Samples samples;
+  for (const char* variant : {"handwritten", "fieldflow"}) {
+    CaseInfo c = kernel_case("cpu", "hdiff", variant, variant == std::string("fieldflow") ? "pool" : "none");
+    samples.seconds[c.name] = {0.01};
+    cases.push_back(c);
+  }
+  const nlohmann::json report = make_report(cases, samples, ReportSettings{});
+  EXPECT_FALSE(report.at("configurations").at(0).contains("paired"));
+  EXPECT_FALSE(find_result(report, "cpu", "hdiff", "fieldflow", "pool")->contains("vs_handwritten_paired"));
+  EXPECT_NE(markdown_tables(report).find("| 1.00 / – | – |"), std::string::npos) << markdown_tables(report);
+}
+
 // The GPU suite's configurations (full and quick sizes) each have a hand-written CUDA kernel whose
 // planned launch is within CUDA's limits and has enough threads to fill a GPU (65,536: an H200
 // holds 132 x 2048 threads at once; the solver has one per column, the rest at least that many).
