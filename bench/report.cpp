@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 namespace fieldflow::bench {
 
@@ -535,7 +536,7 @@ std::string svg_plot(const nlohmann::json& report) {
   using nlohmann::json;
   struct Group {
     std::string label;
-    json fieldflow_vs_hw, fieldflow_vs_copy, handwritten_vs_copy;
+    json fieldflow_vs_hw, fieldflow_paired, fieldflow_vs_copy, handwritten_vs_copy;
   };
   std::vector<Group> groups;
   for (const auto& r : report.at("results")) {
@@ -543,28 +544,31 @@ std::string svg_plot(const nlohmann::json& report) {
                                           short_layout(r.at("layout")), r.at("size").get<std::string>());
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.label == label; });
     if (it == groups.end()) {
-      groups.push_back({label, {}, {}, {}});
+      groups.push_back({label, {}, {}, {}, {}});
       it = groups.end() - 1;
     }
     if (r.at("variant") == "handwritten") it->handwritten_vs_copy = r.at("vs_copy");
     if (r.at("variant") == "fieldflow" && r.at("mode") == "pool") {
       it->fieldflow_vs_hw = r.at("vs_handwritten");
+      it->fieldflow_paired = r.value("vs_handwritten_paired", json());
       it->fieldflow_vs_copy = r.at("vs_copy");
     }
   }
   double vmax = 1.2;
   for (const auto& g : groups)
-    for (const json* v : {&g.fieldflow_vs_hw, &g.fieldflow_vs_copy, &g.handwritten_vs_copy})
+    for (const json* v : {&g.fieldflow_vs_hw, &g.fieldflow_paired, &g.fieldflow_vs_copy, &g.handwritten_vs_copy})
       if (v->is_number()) vmax = std::max(vmax, v->get<double>());
   vmax = std::ceil(vmax * 5) / 5;
 
   const double left = 230, right = 30, top = 60, bar = 9, gap = 10, width = 900;
-  const double group_h = 3 * bar + gap;
+  constexpr int bars = 4;
+  const double group_h = bars * bar + gap;
   const double plot_w = width - left - right;
   const double height = top + groups.size() * group_h + 50;
   auto xpos = [&](double v) { return left + plot_w * std::clamp(v, 0.0, vmax) / vmax; };
-  const char* colors[] = {"#1f77b4", "#ff7f0e", "#9e9e9e"};
-  const char* names[] = {"fieldflow (pool) vs hand-written", "fieldflow (pool) vs copy", "hand-written vs copy"};
+  const char* colors[bars] = {"#1f77b4", "#17becf", "#ff7f0e", "#9e9e9e"};
+  const char* names[bars] = {"fieldflow (pool) vs hand-written", "the same, paired", "fieldflow (pool) vs copy",
+                             "hand-written vs copy"};
 
   const json& m = report.at("machine");
   std::string s = fmt::format(
@@ -575,10 +579,13 @@ std::string svg_plot(const nlohmann::json& report) {
                    "and to a copy ({} threads, copy {} GB/s; medians)</text>\n",
                    10, m.at("threads").get<int>(),
                    m.at("copy_gbps").is_number() ? fmt::format("{:.1f}", m.at("copy_gbps").get<double>()) : "–");
-  for (int i = 0; i < 3; ++i) {
-    const double x = left + i * 220;
+  // The legend in one row from the left edge, each entry as wide as its name (about 6.2 px per
+  // character at 11 px).
+  double legend_x = 10;
+  for (int i = 0; i < bars; ++i) {
     s += fmt::format("<rect x=\"{}\" y=\"30\" width=\"12\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"39\">{}</text>\n",
-                     x, colors[i], x + 16, names[i]);
+                     legend_x, colors[i], legend_x + 16, names[i]);
+    legend_x += 16 + 6.2 * std::string_view(names[i]).size() + 14;
   }
   // Grid and target lines.
   for (double v = 0; v <= vmax + 1e-9; v += 0.2) {
@@ -599,9 +606,10 @@ std::string svg_plot(const nlohmann::json& report) {
                    left + plot_w / 2, height - 12);
   double y = top;
   for (const auto& g : groups) {
-    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 6, y + 1.5 * bar + 4, g.label);
-    const json* vals[] = {&g.fieldflow_vs_hw, &g.fieldflow_vs_copy, &g.handwritten_vs_copy};
-    for (int i = 0; i < 3; ++i) {
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 6, y + 0.5 * bars * bar + 4,
+                     g.label);
+    const json* vals[bars] = {&g.fieldflow_vs_hw, &g.fieldflow_paired, &g.fieldflow_vs_copy, &g.handwritten_vs_copy};
+    for (int i = 0; i < bars; ++i) {
       if (vals[i]->is_number()) {
         const double v = vals[i]->get<double>();
         s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>", left, y + i * bar,

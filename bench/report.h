@@ -69,8 +69,9 @@ nlohmann::json make_report(const std::vector<CaseInfo>& cases, const Samples& sa
 // Markdown tables of a report (kernels, memory plans, compile times, call overhead).
 std::string markdown_tables(const nlohmann::json& report);
 
-// A plain SVG bar chart: per benchmarked configuration, fieldflow (pool mode) vs_handwritten and
-// vs_copy, and the hand-written code's vs_copy, with the target lines.
+// A plain SVG bar chart: per benchmarked configuration, fieldflow (pool mode) vs_handwritten (of
+// the separate medians and, where a paired case ran, paired) and vs_copy, and the hand-written
+// code's vs_copy, with the target lines.
 std::string svg_plot(const nlohmann::json& report);
 
 std::string cpu_model();  // from /proc/cpuinfo ("unknown" elsewhere)

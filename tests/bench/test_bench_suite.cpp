@@ -156,6 +156,10 @@ TEST(BenchReport, PairedRatiosArePerRepetition) {
 
   const std::string tables = markdown_tables(report);
   EXPECT_NE(tables.find("| 1.00 (0.80–1.10) |"), std::string::npos) << tables;
+  // The chart has the paired bar too, in its own colour.
+  const std::string svg = svg_plot(report);
+  EXPECT_NE(svg.find("the same, paired"), std::string::npos);
+  EXPECT_NE(svg.find("height=\"8\" fill=\"#17becf\""), std::string::npos) << svg;
 }
 
 // Without a paired case (the GPU suite, or a filter that left one side out) nothing is paired.
@@ -171,6 +175,7 @@ TEST(BenchReport, NoPairedCaseNoPairedRatio) {
   EXPECT_FALSE(report.at("configurations").at(0).contains("paired"));
   EXPECT_FALSE(find_result(report, "cpu", "hdiff", "fieldflow", "pool")->contains("vs_handwritten_paired"));
   EXPECT_NE(markdown_tables(report).find("| 1.00 / – | – |"), std::string::npos) << markdown_tables(report);
+  EXPECT_EQ(svg_plot(report).find("height=\"8\" fill=\"#17becf\""), std::string::npos);  // no paired bar drawn
 }
 
 // The GPU suite's configurations (full and quick sizes) each have a hand-written CUDA kernel whose
