@@ -397,9 +397,13 @@ class KernelEmitter : public PointEmitter {
       for (const auto& l : locals) bytes += l.type == "bool" ? 1 : l.type == "float" || l.type == "std::int32_t" ? 4 : 8;
       return bytes;
     };
-    // What one level of a block reads back is what one copy reads: that stays within half of a
-    // 32 KiB L1 data cache. Larger blocks pay the vector form's setup per run over more elements
-    // (fvm_nabla hf on the torus: 3.3 ms at 32 elements, 2.6-3.1 at 64; docs/performance.md).
+    // What one level of a block reads back is what one copy reads: that stays within a 32 KiB L1
+    // data cache. Larger blocks pay the vector form's setup per run over more elements and give
+    // the level loops longer unit-stride streams (fvm_nabla hf on the torus: 3.3 ms at 32
+    // elements, 2.6-3.1 at 64; with the whole-block copy and grouped arrays below, nabla4 hf on
+    // the torus 0.90 of the hand-written code at 64 elements, 1.02 at 128, where fvm_nabla on the
+    // mesh with a boundary went from 1.17 to 1.04, its blocks of several runs more often;
+    // docs/performance.md).
     std::string every_copy;
     std::size_t bytes = 0;
     for (const Copies* c : {&plain, &folded})
@@ -408,8 +412,26 @@ class KernelEmitter : public PointEmitter {
         bytes = std::max(bytes, bytes_of(hoisted_locals_read(hoisted, *body)));
       }
     const std::vector<HoistedLocal> kept = hoisted_locals_read(hoisted, every_copy);
+    // The kept values live in one two-dimensional array per type, `blk_g<t>_[value][element]`,
+    // not one array each: a level's loop then addresses all of them from a few bases with
+    // constant displacements, where 30 separate arrays each took a register of their own and
+    // GCC reloaded their addresses from the stack in the vector loop (nabla4 hf on the torus: 47
+    // stack accesses per 8 elements against the hand-written loop's 21; docs/performance.md).
+    std::vector<std::string> group_types;
+    std::map<std::string, std::string> slot;  // local -> its element row, "blk_g<t>_[<i>]"
+    std::vector<int> group_sizes;
+    for (const auto& l : kept) {
+      auto t = std::find(group_types.begin(), group_types.end(), l.type);
+      if (t == group_types.end()) {
+        group_types.push_back(l.type);
+        group_sizes.push_back(0);
+        t = group_types.end() - 1;
+      }
+      const auto g = static_cast<std::size_t>(t - group_types.begin());
+      slot[l.name] = fmt::format("blk_g{}_[{}]", g, group_sizes[g]++);
+    }
     int block = element_block;
-    while (block > 8 && bytes * static_cast<std::size_t>(block) > 16 * 1024) block /= 2;
+    while (block > 8 && bytes * static_cast<std::size_t>(block) > 32 * 1024) block /= 2;
 
     std::string all_present, units;
     for (const auto& m : per_element.masks) all_present += " && " + m;
@@ -423,11 +445,12 @@ class KernelEmitter : public PointEmitter {
     code += fmt::format("    for (std::int64_t blk_ = {0}; blk_ < {1}; blk_ += {2}) {{\n"
                         "      const std::int64_t blk_hi_ = {1} - blk_ < {2} ? {1} : blk_ + {2};\n",
                         lo(order[1]), hi(order[1]), block);
-    for (const auto& l : kept) code += fmt::format("      {} blk_{}[{}];\n", l.type, l.name, block);
+    for (std::size_t g = 0; g < group_types.size(); ++g)
+      code += fmt::format("      {} blk_g{}_[{}][{}];\n", group_types[g], g, group_sizes[g], block);
     if (kinds) code += fmt::format("      unsigned char blk_kind_[{}];\n", block);
     if (!units.empty()) code += "      bool blk_units_ = true;\n";
     code += for_header(x, "blk_", "blk_hi_", 3) + hoisted;
-    for (const auto& l : kept) code += fmt::format("        blk_{0}[{1} - blk_] = {0};\n", l.name, x);
+    for (const auto& l : kept) code += fmt::format("        {}[{} - blk_] = {};\n", slot.at(l.name), x, l.name);
     if (kinds)
       code += fmt::format("        blk_kind_[{} - blk_] = (true{}) ? {} : 0;\n", x, all_present,
                           sharing ? fmt::format("(({}) ? 2 : 1)", shared.condition) : "1");
@@ -456,36 +479,62 @@ class KernelEmitter : public PointEmitter {
     // both per instance (LoopForm::tuned). GCC 12 does not vectorise the general copy even when
     // asked (its guards are bools loaded from the block's arrays, for which it finds no vector mask
     // type), and with those masks widened so that it does, the bounded-mesh kernels were no faster.
+    // Which form a loop over elements takes: the one ff_call::loop_form chooses (both copies), or
+    // one of them, where the choice was made outside.
+    enum class Form { chosen, vector, scalar };
     const auto elements = [&](const std::string& body, bool all_neighbours, const std::string& from,
-                              const std::string& to, int ind) {
+                              const std::string& to, int ind, Form form) {
       std::string loads;
       for (const auto& l : hoisted_locals_read(hoisted, body)) {
         const bool fixed = all_neighbours && std::count(per_element.masks.begin(), per_element.masks.end(), l.name) > 0;
         loads += fixed ? fmt::format("{}const bool {} = true;\n", pad(ind + 1), l.name)
-                       : fmt::format("{}const {} {} = blk_{}[{} - blk_];\n", pad(ind + 1), l.type, l.name, l.name, x);
+                       : fmt::format("{}const {} {} = {}[{} - blk_];\n", pad(ind + 1), l.type, l.name, slot.at(l.name), x);
       }
       const HoistedLoopBody level = hoist_loop_invariants(loads + body, x);
       const std::string simd = "#pragma omp simd" + red + "\n";
       const LoopRange range{x, from, to};
-      if (!kinds) return level.invariant + unswitched_loop(simd, range, level.body, ind);
+      if (!kinds || form == Form::vector) return level.invariant + unswitched_loop(simd, range, level.body, ind);
+      if (form == Form::scalar) return level.invariant + unswitched_loop("", range, level.body, ind);
       return level.invariant + versioned(vector_form_chosen, "vector form (gathers)", "",
                                          unswitched_loop(simd, range, level.body, ind + 1),
                                          unswitched_loop("", range, level.body, ind + 1), ind);
     };
+    // A block that is one run (every block of a torus; on a mesh with a boundary all but those
+    // holding boundary rows) runs its copy over the whole block, the form chosen once outside the
+    // levels, so a level's loop is that one loop and nothing else competes for its registers. With
+    // the per-element values grouped by type, this took nabla4 hf on the torus from 0.7 of the
+    // hand-written code to 1.0; either alone did not (docs/performance.md).
+    const auto whole_block = [&](const std::string& body, bool all_neighbours, int ind) {
+      const auto in_form = [&](Form form) {
+        return loop(kdim, ind + 1) + elements(body, all_neighbours, "blk_", "blk_hi_", ind + 2, form) + pad(ind + 1) + "}\n";
+      };
+      return versioned(vector_form_chosen, "vector form (gathers)", "", in_form(Form::vector), in_form(Form::scalar), ind);
+    };
     const auto levels = [&](const Copies& c, int ind) {
-      std::string code = loop(kdim, ind);
-      if (!kinds) return code + elements(c.general, false, "blk_", "blk_hi_", ind + 1) + pad(ind) + "}\n";
-      const std::string from = "blk_run_[run_]", to = "blk_run_[run_ + 1]";
-      const int in = ind + (sharing ? 3 : 2);
-      std::string copies = all_present.empty()
-                               ? elements(c.general, false, from, to, in)
-                               : versioned("blk_run_kind_[run_] != 0", "every neighbour present", "",
-                                           elements(c.full, true, from, to, in + 1), elements(c.general, false, from, to, in + 1), in);
+      if (!kinds)
+        return loop(kdim, ind) + elements(c.general, false, "blk_", "blk_hi_", ind + 1, Form::chosen) + pad(ind) + "}\n";
+      // Blocks of several runs: per level, each run in its kind's copy.
+      const auto runs = [&](int at) {
+        const std::string from = "blk_run_[run_]", to = "blk_run_[run_ + 1]";
+        const int in = at + (sharing ? 3 : 2);
+        std::string copies = all_present.empty()
+                                 ? elements(c.general, false, from, to, in, Form::chosen)
+                                 : versioned("blk_run_kind_[run_] != 0", "every neighbour present", "",
+                                             elements(c.full, true, from, to, in + 1, Form::chosen),
+                                             elements(c.general, false, from, to, in + 1, Form::chosen), in);
+        if (sharing)
+          copies = versioned("blk_run_kind_[run_] == 2", "one column shared by every pair", "",
+                             elements(c.shared, true, from, to, at + 3, Form::chosen), copies, at + 2);
+        return loop(kdim, at) + fmt::format("{0}for (int run_ = 0; run_ < blk_runs_; ++run_) {{\n", pad(at + 1)) + copies +
+               pad(at + 1) + "}\n" + pad(at) + "}\n";
+      };
+      const int at = ind + (sharing ? 2 : 1);
+      std::string one_run = all_present.empty() ? whole_block(c.general, false, at) : whole_block(c.full, true, at);
       if (sharing)
-        copies = versioned("blk_run_kind_[run_] == 2", "one column shared by every pair", "",
-                           elements(c.shared, true, from, to, ind + 3), copies, ind + 2);
-      return code + fmt::format("{0}for (int run_ = 0; run_ < blk_runs_; ++run_) {{\n", pad(ind + 1)) + copies + pad(ind + 1) +
-             "}\n" + pad(ind) + "}\n";
+        one_run = versioned("blk_run_kind_[0] == 2", "one column shared by every pair", "", whole_block(c.shared, true, at),
+                            one_run, ind + 1);
+      return versioned(all_present.empty() ? "blk_runs_ == 1" : "blk_runs_ == 1 && blk_run_kind_[0] != 0",
+                       "one run: the whole block in one copy", "", one_run, runs(ind + 1), ind);
     };
     if (units.empty())
       code += levels(plain, 3);
