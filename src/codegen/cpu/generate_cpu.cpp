@@ -502,8 +502,9 @@ class KernelEmitter : public PointEmitter {
     // A block that is one run (every block of a torus; on a mesh with a boundary all but those
     // holding boundary rows) runs its copy over the whole block, the form chosen once outside the
     // levels, so a level's loop is that one loop and nothing else competes for its registers. With
-    // the per-element values grouped by type, this took nabla4 hf on the torus from 0.7 of the
-    // hand-written code to 1.0; either alone did not (docs/performance.md).
+    // the per-element values grouped by type and blocks of 128, this took nabla4 hf on the torus
+    // (one thread) from 0.7 of the hand-written code to 1.0, where none of the three alone did
+    // (docs/performance.md).
     const auto whole_block = [&](const std::string& body, bool all_neighbours, int ind) {
       const auto in_form = [&](Form form) {
         return loop(kdim, ind + 1) + elements(body, all_neighbours, "blk_", "blk_hi_", ind + 2, form) + pad(ind + 1) + "}\n";
