@@ -243,6 +243,8 @@ TEST(CpuFeatures, HorizontalFastestMeshKernelsRunInElementBlocks) {
   hf.layout = Layout::horizontal_fastest;
   const std::string blocked = codegen::generate_cpu_source(passes::lower(program, hf));
   EXPECT_NE(blocked.find("blk_run_kind_[run_] != 0"), std::string::npos) << blocked;
+  // A block of one run (every block on the torus below) takes the copy over the whole block.
+  EXPECT_NE(blocked.find("if (blk_runs_ == 1 && blk_run_kind_[0] != 0)"), std::string::npos) << blocked;
   EXPECT_NE(blocked.find("if (blk_units_)"), std::string::npos) << blocked;
   EXPECT_EQ(codegen::generate_cpu_source(passes::lower(program)).find("blk_"), std::string::npos);
   {  // level-invariant loads, but from no table: nothing worth a block's arrays
