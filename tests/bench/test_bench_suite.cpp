@@ -162,6 +162,22 @@ TEST(BenchReport, PairedRatiosArePerRepetition) {
   EXPECT_NE(svg.find("height=\"8\" fill=\"#17becf\""), std::string::npos) << svg;
 }
 
+// Every repetition of a paired case disturbed: all are kept, and the entry says so.
+TEST(BenchReport, PairedRatiosOfADisturbedRunSayTheyWereDisturbed) {
+  CaseInfo paired = kernel_case("cpu", "nabla4", "paired", "pool", CaseKind::paired);
+  Samples samples;
+  samples.seconds[paired.name] = {0.2, 0.3};
+  samples.paired[paired.name] = {{0.090, 0.100}, {0.150, 0.100}};
+  samples.others_cpu[paired.name] = {0.9, 1.2};
+  const CaseInfo copy = kernel_case("cpu", "nabla4", "copy", "none", CaseKind::case_copy);
+  samples.seconds[copy.name] = {0.05};
+  const nlohmann::json report = make_report({copy, paired}, samples, ReportSettings{});
+  const nlohmann::json& p = report.at("configurations").at(0).at("paired");
+  EXPECT_TRUE(p.at("all_disturbed").get<bool>());
+  EXPECT_EQ(p.at("rejected_repetitions").get<int>(), 2);
+  EXPECT_DOUBLE_EQ(p.at("vs_handwritten").get<double>(), 0.5 * (0.9 + 1.5));
+}
+
 // Without a paired case (the GPU suite, or a filter that left one side out) nothing is paired.
 TEST(BenchReport, NoPairedCaseNoPairedRatio) {
   std::vector<CaseInfo> cases;
